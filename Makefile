@@ -1,0 +1,75 @@
+# verstore: `make run` runs the example pipeline, `make test` runs every test. Both set up what
+# they need on a fresh machine: system packages, a .venv, Python dependencies, the extension.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# One optimized build for Rust tests, the extension and benches, outside the clone so that every
+# checkout on the machine shares the (slow) RocksDB C++ build.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/verstore/target
+PYTEST_FLAGS ?=
+
+.PHONY: help run test setup system-deps develop build-release rust-test py-test test-fast bench lint clean
+
+help:
+	@echo "make run    - the example pipeline (examples/restaurant.py)"
+	@echo "make test   - Rust tests and pytest (Spark tests included)"
+	@echo "make bench  - benchmarks (numbers from the release build)"
+	@echo "make lint   - rustfmt, clippy, ruff, mypy, stubtest"
+
+run: develop
+	$(PY) examples/restaurant.py
+
+test: develop rust-test py-test
+
+test-fast: develop
+	$(PY) -m pytest -m 'not spark' -q $(PYTEST_FLAGS)
+
+# --- setup ------------------------------------------------------------------------------------
+
+# bindgen needs libclang to generate RocksDB's bindings.
+system-deps:
+	@if ! dpkg -s libclang-dev >/dev/null 2>&1; then \
+	  echo "installing libclang-dev"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libclang-dev; \
+	fi
+
+$(VENV)/.deps-installed: pyproject.toml
+	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) scripts/requirements.py > $(VENV)/requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	@touch $@
+
+setup: system-deps $(VENV)/.deps-installed
+
+develop build-release: setup
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
+	  maturin develop --release --quiet
+
+# --- tests ------------------------------------------------------------------------------------
+
+rust-test: system-deps
+	cargo test --release --quiet
+
+py-test: develop
+	$(PY) -m pytest -q $(PYTEST_FLAGS)
+	VERSTORE_BENCH_KEYS=2000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
+
+bench: develop
+	$(PY) -m pytest benches --benchmark-only --benchmark-sort=name $(PYTEST_FLAGS)
+
+lint: develop
+	cargo fmt --check
+	cargo clippy --release --all-targets --all-features -- -D warnings
+	$(PY) -m ruff check python tests benches examples
+	$(PY) -m ruff format --check python tests benches examples
+	$(PY) -m mypy python/verstore
+	$(PY) -m mypy.stubtest verstore._core
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

@@ -1,0 +1,51 @@
+"""verstore: a versioned key-value state store for stream processing.
+
+Kafka Streams' versioned-store semantics (KIP-889 and successors) on RocksDB, with a Rust core:
+point-in-time reads, multi-version queries, and put return codes that tell an in-order update
+(``VALID_TO_UNDEFINED``) from an out-of-order one (a valid-to) or an expired one (``NOT_PUT``).
+
+    >>> import verstore
+    >>> store = verstore.VersionedStore.in_memory(history_retention_ms=10_000)
+    >>> store.put(b"curry", b"8", 0)
+    -1
+    >>> store.put(b"curry", b"10", 4)
+    -1
+    >>> store.get(b"curry", as_of=3)
+    VersionedRecord(value=b'8', timestamp=0, valid_to=4)
+"""
+
+from verstore._core import (
+    NOT_PUT,
+    VALID_TO_UNDEFINED,
+    VersionedRecord,
+    VersionedStore,
+    __version__,
+    default_segment_interval_ms,
+)
+from verstore.exceptions import (
+    CorruptionError,
+    IncompatibleConfigError,
+    IncompatibleFormatError,
+    MissingVersionError,
+    StorageError,
+    StoreClosedError,
+    StoreLockedError,
+    VerstoreError,
+)
+
+__all__ = [
+    "NOT_PUT",
+    "VALID_TO_UNDEFINED",
+    "CorruptionError",
+    "IncompatibleConfigError",
+    "IncompatibleFormatError",
+    "MissingVersionError",
+    "StorageError",
+    "StoreClosedError",
+    "StoreLockedError",
+    "VerstoreError",
+    "VersionedRecord",
+    "VersionedStore",
+    "__version__",
+    "default_segment_interval_ms",
+]

@@ -1,0 +1,284 @@
+"""The compiled core of verstore: the API reference.
+
+Times are ``int`` milliseconds. Keys and values are ``bytes``; a value of ``None`` is a
+tombstone. Semantics follow Kafka Streams' versioned key-value stores (see docs/SEMANTICS.md of
+the project): a version's validity is ``[timestamp, valid_to)``; the history retention is also
+the grace period for writes.
+"""
+
+import os
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Final, final
+
+import pyarrow as pa
+
+__version__: Final[str]
+
+VALID_TO_UNDEFINED: Final[int]
+"""``put()`` result: the new version became the key's newest version (``-1``)."""
+
+NOT_PUT: Final[int]
+"""``put()`` result: rejected because older than the grace period (``-(2**63)``)."""
+
+def default_segment_interval_ms(history_retention_ms: int) -> int:
+    """Kafka's default segment interval for a history retention.
+
+    Args:
+        history_retention_ms: The history retention, >= 0.
+
+    Returns:
+        ``max(R/3, 2 s)`` up to 1 min, ``max(R/5, 20 s)`` up to 5 min, ``max(R/12, 1 min)`` up
+        to 1 h, else ``max(R/24, 5 min)``.
+
+    Raises:
+        ValueError: ``history_retention_ms`` is negative.
+    """
+
+@final
+class VersionedRecord:
+    """One version of a key's value; immutable, equal by all three fields."""
+
+    def __init__(self, value: bytes, timestamp: int, valid_to: int | None = None) -> None: ...
+    @property
+    def value(self) -> bytes:
+        """The value bytes (possibly empty: an empty value is not a tombstone)."""
+    @property
+    def timestamp(self) -> int:
+        """Valid-from, in milliseconds."""
+    @property
+    def valid_to(self) -> int | None:
+        """Valid-to (exclusive), or ``None`` when this is the key's newest version."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[bytes, int, int | None]]: ...
+
+ArrowBinaryLike = Any
+"""Anything with ``__arrow_c_array__``/``__arrow_c_stream__`` of binary type, or a sequence of
+``bytes`` (``None`` allowed where a null is meaningful)."""
+
+ArrowInt64Like = Any
+"""Anything with ``__arrow_c_array__``/``__arrow_c_stream__`` of int64 type, a numpy int64
+array, or a sequence of ``int``."""
+
+@final
+class VersionedStore:
+    """A versioned key-value store, persistent (RocksDB) or in memory.
+
+    Persistent stores live in a directory (created if missing); reopening it restores every
+    version and ``observed_stream_time``. The store records its configuration and refuses to
+    reopen with another one. A directory can be open in one store object at a time. Use as a
+    context manager or call :meth:`close`; calls after close raise ``StoreClosedError``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        history_retention_ms: int,
+        segment_interval_ms: int | None = None,
+    ) -> None:
+        """Opens or creates a persistent store.
+
+        Args:
+            path: The store directory.
+            history_retention_ms: How far behind observed stream time reads stay exact; also
+                the grace period for writes. >= 0.
+            segment_interval_ms: Width of the history segments, >= 1; ``None`` applies Kafka's
+                default rule (:func:`default_segment_interval_ms`).
+
+        Raises:
+            ValueError: A negative retention or an interval below 1.
+            StoreLockedError: The directory is open in another store object or process.
+            IncompatibleConfigError: The store was created with another retention or interval.
+            IncompatibleFormatError: The directory holds an unknown format version.
+            StorageError: RocksDB or the filesystem failed.
+        """
+    @staticmethod
+    def in_memory(
+        *, history_retention_ms: int, segment_interval_ms: int | None = None
+    ) -> VersionedStore:
+        """An in-memory store with the same semantics; its data dies with it.
+
+        Args:
+            history_retention_ms: As for the persistent store.
+            segment_interval_ms: As for the persistent store.
+
+        Raises:
+            ValueError: A negative retention or an interval below 1.
+        """
+    def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
+        """Stores a version (``value=None`` writes a tombstone).
+
+        Args:
+            key: The key.
+            value: The value, or ``None`` for a tombstone.
+            timestamp: The version's valid-from, >= 0.
+
+        Returns:
+            The stored version's valid-to; ``VALID_TO_UNDEFINED`` when it became the newest
+            version; ``NOT_PUT`` when ``timestamp < observed_stream_time - history_retention_ms``
+            (nothing changed).
+
+        Raises:
+            TypeError: ``key`` is not bytes or ``value`` is neither bytes nor None.
+            ValueError: ``timestamp`` is negative.
+            StoreClosedError: The store is closed.
+        """
+    def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord | None:
+        """The newest version, or the one valid at ``as_of`` (inclusive).
+
+        Args:
+            key: The key.
+            as_of: ``None`` for the newest version. Below the retention horizon only the newest
+                version can be returned (if it is a value at or before ``as_of``).
+
+        Returns:
+            The record, or ``None`` when no value is valid (unknown key, tombstone).
+
+        Raises:
+            TypeError: ``key`` is not bytes.
+            StoreClosedError: The store is closed.
+        """
+    def delete(self, key: bytes, timestamp: int) -> VersionedRecord | None:
+        """Writes a tombstone at ``timestamp``.
+
+        Args:
+            key: The key.
+            timestamp: The tombstone's timestamp, >= 0.
+
+        Returns:
+            The record valid at ``timestamp`` before the delete (its valid-to as it was), or
+            ``None`` when there was none or the delete was older than the grace period (then
+            nothing is written).
+
+        Raises:
+            TypeError: ``key`` is not bytes.
+            ValueError: ``timestamp`` is negative.
+            StoreClosedError: The store is closed.
+        """
+    def versions(
+        self,
+        key: bytes,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        ascending: bool = False,
+    ) -> list[VersionedRecord]:
+        """Every value version whose validity interval meets ``[from_time, to_time]``.
+
+        Args:
+            key: The key.
+            from_time: Lower bound (inclusive); ``None`` is unbounded.
+            to_time: Upper bound (inclusive); ``None`` is unbounded. Below the retention horizon
+                only the newest version can be returned.
+            ascending: Oldest first if true; newest first by default.
+
+        Returns:
+            The versions still stored (history is dropped a whole segment at a time).
+
+        Raises:
+            TypeError: ``key`` is not bytes.
+            ValueError: ``from_time > to_time``.
+            StoreClosedError: The store is closed.
+        """
+    def put_batch(
+        self, keys: ArrowBinaryLike, values: ArrowBinaryLike, timestamps: ArrowInt64Like
+    ) -> pa.Int64Array:
+        """``put()`` row by row in order, in one atomic write, without the GIL.
+
+        Args:
+            keys: Binary keys, no nulls.
+            values: Binary values; a null is a tombstone.
+            timestamps: Non-negative int64 timestamps.
+
+        Returns:
+            Element ``i`` is ``put()``'s result for row ``i``.
+
+        Raises:
+            TypeError: Wrong Arrow types or a null key.
+            ValueError: Lengths differ, or a negative or null timestamp (nothing is written).
+            StoreClosedError: The store is closed.
+        """
+    def get_batch(
+        self, keys: ArrowBinaryLike, as_of: int | ArrowInt64Like | None = None
+    ) -> pa.RecordBatch:
+        """``get()`` for every key, without the GIL.
+
+        Args:
+            keys: Binary keys, no nulls.
+            as_of: ``None`` (latest for every key), one time for all keys, or times aligned
+                with ``keys``.
+
+        Returns:
+            Columns ``value`` (binary), ``timestamp`` (int64), ``valid_to`` (int64); all null
+            where ``get()`` returns None; ``valid_to`` null for newest versions.
+
+        Raises:
+            TypeError: Wrong Arrow types or a null key.
+            ValueError: ``as_of`` and ``keys`` lengths differ.
+            StoreClosedError: The store is closed.
+        """
+    def delete_batch(self, keys: ArrowBinaryLike, timestamps: ArrowInt64Like) -> pa.RecordBatch:
+        """``delete()`` row by row in order, in one atomic write, without the GIL.
+
+        Args:
+            keys: Binary keys, no nulls.
+            timestamps: Non-negative int64 timestamps.
+
+        Returns:
+            The deleted records, with the columns of :meth:`get_batch`.
+
+        Raises:
+            TypeError: Wrong Arrow types or a null key.
+            ValueError: Lengths differ, or a negative or null timestamp (nothing is written).
+            StoreClosedError: The store is closed.
+        """
+    @property
+    def observed_stream_time(self) -> int:
+        """Largest timestamp of any accepted write; -1 before the first."""
+    @property
+    def history_retention_ms(self) -> int:
+        """The history retention (= grace period)."""
+    @property
+    def segment_interval_ms(self) -> int:
+        """The segment interval in effect."""
+    @property
+    def path(self) -> str | None:
+        """The store directory, ``None`` in memory."""
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+    def flush(self) -> None:
+        """Flushes RocksDB's memtables to SST files (no-op in memory)."""
+    def close(self) -> None:
+        """Releases the store and its directory lock. Idempotent."""
+    def __enter__(self) -> VersionedStore: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+class VerstoreError(Exception):
+    """Root of verstore's errors."""
+
+class StoreClosedError(VerstoreError):
+    """The store was closed."""
+
+class StoreLockedError(VerstoreError):
+    """The store directory is open in another store object or process."""
+
+class IncompatibleConfigError(VerstoreError):
+    """The store was created with another retention or segment interval."""
+
+class IncompatibleFormatError(VerstoreError):
+    """The store uses an on-disk format version this build does not read."""
+
+class CorruptionError(VerstoreError):
+    """Stored bytes do not decode; the message names the file or key range."""
+
+class StorageError(VerstoreError):
+    """RocksDB or the filesystem failed."""
+
+__all__: Sequence[str]

@@ -1,0 +1,34 @@
+//! Row storage: the ordered byte keyspace a store keeps its latest values, segment rows and
+//! metadata in. The versioning logic (`put`, `read`) is written once against [`Backend`];
+//! RocksDB and an in-memory map are the two implementations, so both variants of the store share
+//! every line of semantics.
+
+use crate::error::Result;
+
+pub(crate) mod memory;
+pub(crate) mod rocks;
+
+/// One atomic write: drop every history segment below `drop_segments_below`, then apply
+/// `writes` (`None` deletes the key).
+#[derive(Debug, Default)]
+pub(crate) struct WriteSet {
+    pub(crate) drop_segments_below: Option<i64>,
+    pub(crate) writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// An ordered keyspace with atomic multi-key writes.
+pub(crate) trait Backend: Send {
+    /// The value stored under `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Ids of every history segment (id >= 0) that holds at least one key, ascending.
+    fn history_segments(&self) -> Result<Vec<i64>>;
+    /// Applies `batch` atomically.
+    fn write(&mut self, batch: WriteSet) -> Result<()>;
+    /// Makes written data durable in the backend's own files (no-op in memory).
+    fn flush(&self) -> Result<()>;
+    /// Where the data lives, for messages.
+    fn location(&self) -> String;
+    /// Writes a consistent copy of the data into the new directory `dir` (RocksDB checkpoint:
+    /// SST files hard-linked, memtables flushed first).
+    fn checkpoint(&self, dir: &std::path::Path) -> Result<()>;
+}

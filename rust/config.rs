@@ -1,0 +1,137 @@
+//! Store configuration: history retention (which is also the grace period for writes) and the
+//! segment interval, with Kafka's default interval rule.
+//!
+//! The configuration is recorded in the store itself (see `format/meta`) because reinterpreting
+//! existing segments with another interval or retention would silently return wrong reads.
+
+use crate::error::{Error, Result};
+
+/// History retention and segment interval of a store, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    history_retention_ms: i64,
+    segment_interval_ms: i64,
+}
+
+impl StoreConfig {
+    /// Validates the settings; `segment_interval_ms = None` applies Kafka's default rule.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a negative retention or an interval below 1.
+    pub fn new(history_retention_ms: i64, segment_interval_ms: Option<i64>) -> Result<Self> {
+        if history_retention_ms < 0 {
+            return Err(Error::invalid(
+                "history_retention_ms",
+                format!("history_retention_ms must be >= 0, got {history_retention_ms}"),
+            ));
+        }
+        let segment_interval_ms = match segment_interval_ms {
+            Some(interval) if interval < 1 => {
+                return Err(Error::invalid(
+                    "segment_interval_ms",
+                    format!("segment_interval_ms must be >= 1, got {interval}"),
+                ));
+            }
+            Some(interval) => interval,
+            None => default_segment_interval_ms(history_retention_ms),
+        };
+        Ok(Self {
+            history_retention_ms,
+            segment_interval_ms,
+        })
+    }
+
+    /// How far behind observed stream time reads stay exact; also the grace period for writes.
+    #[must_use]
+    pub fn history_retention_ms(&self) -> i64 {
+        self.history_retention_ms
+    }
+
+    /// The grace period for writes. Kafka hard-wires it to the history retention.
+    #[must_use]
+    pub fn grace_period_ms(&self) -> i64 {
+        self.history_retention_ms
+    }
+
+    /// Width of the time buckets older versions are stored in (by valid-to).
+    #[must_use]
+    pub fn segment_interval_ms(&self) -> i64 {
+        self.segment_interval_ms
+    }
+
+    /// The segment holding versions whose valid-to is `timestamp`: Java's truncating division,
+    /// so `-I < t < 0` maps to segment 0, as in Kafka.
+    #[must_use]
+    pub fn segment_id(&self, timestamp: i64) -> i64 {
+        timestamp / self.segment_interval_ms
+    }
+}
+
+/// Kafka's default segment interval for a history retention
+/// (`RocksDbVersionedKeyValueBytesStoreSupplier`).
+#[must_use]
+pub fn default_segment_interval_ms(history_retention_ms: i64) -> i64 {
+    let r = history_retention_ms;
+    if r <= 60_000 {
+        (r / 3).max(2_000)
+    } else if r <= 300_000 {
+        (r / 5).max(20_000)
+    } else if r <= 3_600_000 {
+        (r / 12).max(60_000)
+    } else {
+        (r / 24).max(300_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_interval_matches_kafka_table() {
+        let cases = [
+            (0, 2_000),
+            (6_000, 2_000),
+            (30_000, 10_000),
+            (60_000, 20_000),
+            (100_000, 20_000),
+            (200_000, 40_000),
+            (300_000, 60_000),
+            (720_000, 60_000),
+            (1_200_000, 100_000),
+            (3_600_000, 300_000),
+            (7_200_000, 300_000),
+            (86_400_000, 3_600_000),
+        ];
+        for (retention, interval) in cases {
+            assert_eq!(
+                default_segment_interval_ms(retention),
+                interval,
+                "R={retention}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_negative_retention_and_non_positive_interval() {
+        assert!(StoreConfig::new(-1, None).is_err());
+        assert!(StoreConfig::new(0, Some(0)).is_err());
+        assert!(StoreConfig::new(0, Some(-5)).is_err());
+        assert_eq!(
+            StoreConfig::new(0, Some(1))
+                .map(|c| c.segment_interval_ms())
+                .ok(),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn segment_id_truncates_toward_zero() {
+        let config = StoreConfig::new(0, Some(10)).expect("valid");
+        assert_eq!(config.segment_id(0), 0);
+        assert_eq!(config.segment_id(9), 0);
+        assert_eq!(config.segment_id(10), 1);
+        assert_eq!(config.segment_id(-9), 0);
+        assert_eq!(config.segment_id(-10), -1);
+    }
+}

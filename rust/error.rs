@@ -1,0 +1,99 @@
+//! The one error type of the core.
+//!
+//! Every fallible call returns [`Result`]. Variants carry structured fields so that callers (the
+//! Python glue above all) can map them to their own hierarchy without parsing messages. Messages
+//! are lowercase, name the store path, segment or timestamp involved, and never print value bytes.
+
+use std::path::PathBuf;
+
+/// Errors raised by the versioned store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument is out of range; `argument` names it as the caller spelled it.
+    #[error("{message}")]
+    InvalidArgument {
+        /// The argument's name, e.g. `timestamp` or `history_retention_ms`.
+        argument: &'static str,
+        /// The whole message, naming the argument, e.g. `timestamp must be >= 0, got -1`.
+        message: String,
+    },
+    /// The store was closed; no call is possible any more.
+    #[error("the store is closed")]
+    Closed,
+    /// Another store object or process holds the store directory.
+    #[error("store at {path} is already open in another store object or process")]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// The store on disk was created with another configuration.
+    #[error(
+        "store at {path} was created with {setting}={stored}, cannot reopen it with {setting}={requested}"
+    )]
+    IncompatibleConfig {
+        /// The store directory.
+        path: PathBuf,
+        /// The setting that differs.
+        setting: &'static str,
+        /// The value recorded in the store.
+        stored: i64,
+        /// The value asked for at open.
+        requested: i64,
+    },
+    /// The store on disk uses a format version this build cannot read.
+    #[error("store at {path} has format version {found}, this build reads version {supported}")]
+    IncompatibleFormat {
+        /// The store directory.
+        path: PathBuf,
+        /// The stored format version.
+        found: u32,
+        /// The version this build writes and reads.
+        supported: u32,
+    },
+    /// Stored bytes do not decode; `location` names the file, key or segment.
+    #[error("corrupt data in {location}: {detail}")]
+    Corrupt {
+        /// Where the bad bytes are (store path, segment and key length, file name).
+        location: String,
+        /// What check failed.
+        detail: String,
+    },
+    /// RocksDB reported an error.
+    #[error("storage error at {path}: {source}")]
+    Storage {
+        /// The store directory.
+        path: PathBuf,
+        /// The underlying RocksDB error.
+        #[source]
+        source: rocksdb::Error,
+    },
+    /// A filesystem call failed.
+    #[error("i/o error at {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The core's result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn invalid(argument: &'static str, message: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            argument,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(location: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::Corrupt {
+            location: location.into(),
+            detail: detail.into(),
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Storage keys: every entry of a store lives in one keyspace, partitioned by an 8-byte prefix.
+//!
+//! ```text
+//! [0..8)   segment id   i64 BE (two's complement)
+//! [8..)    user key     raw bytes (may be empty)
+//! ```
+//!
+//! Segment ids >= 0 are the history segments (segment `k` holds versions whose valid-to lies in
+//! `[k·I, (k+1)·I)`). Two negative ids are reserved: `-1` (`FF×8`) is the latest-value store,
+//! as in Kafka, and `-2` (`FF×7 FE`) holds store metadata (format version, configuration,
+//! observed stream time). Because negative ids encode with the top bit set, both reserved
+//! keyspaces sort after every history segment, and a seek from `00×8` walks history segments in
+//! ascending id order.
+
+/// The reserved segment id of the latest-value store.
+pub(crate) const LATEST_SEGMENT: i64 = -1;
+/// The reserved segment id of store metadata.
+pub(crate) const META_SEGMENT: i64 = -2;
+/// Length of the segment prefix.
+pub(crate) const PREFIX_LEN: usize = 8;
+
+/// The 8-byte prefix of a segment.
+pub(crate) fn segment_prefix(segment: i64) -> [u8; PREFIX_LEN] {
+    segment.to_be_bytes()
+}
+
+/// The storage key of `key` in `segment`.
+pub(crate) fn storage_key(segment: i64, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PREFIX_LEN + key.len());
+    out.extend_from_slice(&segment_prefix(segment));
+    out.extend_from_slice(key);
+    out
+}
+
+/// The segment id a storage key belongs to, or `None` for a key shorter than the prefix.
+pub(crate) fn segment_of(storage_key: &[u8]) -> Option<i64> {
+    super::read_i64(storage_key, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_segments_sort_after_history_segments() {
+        let history = storage_key(i64::MAX, b"k");
+        assert!(history < storage_key(META_SEGMENT, b""));
+        assert!(storage_key(META_SEGMENT, b"zzz") < storage_key(LATEST_SEGMENT, b""));
+        assert!(storage_key(0, b"\xff") < storage_key(1, b""));
+    }
+
+    #[test]
+    fn segment_round_trips() {
+        for segment in [0, 1, 42, i64::MAX, LATEST_SEGMENT, META_SEGMENT] {
+            assert_eq!(segment_of(&storage_key(segment, b"abc")), Some(segment));
+        }
+        assert_eq!(segment_of(b"short"), None);
+    }
+}

@@ -1,0 +1,66 @@
+//! Store metadata, under the reserved segment id `-2`.
+//!
+//! ```text
+//! key suffix              value
+//! "format_version"        u32 BE   FORMAT_VERSION; a store with another version is refused
+//! "config"                i64 BE history_retention_ms ‖ i64 BE segment_interval_ms
+//! "observed_stream_time"  i64 BE   written in the same batch as every write that advances it
+//! ```
+
+use crate::error::{Error, Result};
+
+/// The on-disk format this build writes and reads.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+pub(crate) const FORMAT_VERSION_KEY: &[u8] = b"format_version";
+pub(crate) const CONFIG_KEY: &[u8] = b"config";
+pub(crate) const STREAM_TIME_KEY: &[u8] = b"observed_stream_time";
+
+pub(crate) fn encode_format_version() -> Vec<u8> {
+    FORMAT_VERSION.to_be_bytes().to_vec()
+}
+
+pub(crate) fn decode_format_version(bytes: &[u8]) -> Result<u32> {
+    let chunk: [u8; 4] = bytes
+        .try_into()
+        .map_err(|_| Error::corrupt("store metadata", "format version is not 4 bytes"))?;
+    Ok(u32::from_be_bytes(chunk))
+}
+
+pub(crate) fn encode_config(history_retention_ms: i64, segment_interval_ms: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    out.extend_from_slice(&history_retention_ms.to_be_bytes());
+    out.extend_from_slice(&segment_interval_ms.to_be_bytes());
+    out
+}
+
+/// Decodes `(history_retention_ms, segment_interval_ms)`.
+pub(crate) fn decode_config(bytes: &[u8]) -> Result<(i64, i64)> {
+    match (
+        bytes.len(),
+        super::read_i64(bytes, 0),
+        super::read_i64(bytes, 8),
+    ) {
+        (16, Some(retention), Some(interval)) if retention >= 0 && interval >= 1 => {
+            Ok((retention, interval))
+        }
+        _ => Err(Error::corrupt(
+            "store metadata",
+            "configuration entry does not decode",
+        )),
+    }
+}
+
+pub(crate) fn encode_stream_time(observed_stream_time: i64) -> Vec<u8> {
+    observed_stream_time.to_be_bytes().to_vec()
+}
+
+pub(crate) fn decode_stream_time(bytes: &[u8]) -> Result<i64> {
+    match (bytes.len(), super::read_i64(bytes, 0)) {
+        (8, Some(time)) if time >= -1 => Ok(time),
+        _ => Err(Error::corrupt(
+            "store metadata",
+            "observed stream time does not decode",
+        )),
+    }
+}

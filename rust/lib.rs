@@ -1,0 +1,31 @@
+//! verstore: a versioned key-value state store for stream processing.
+//!
+//! The store keeps, per key, every version written within a history retention period, with the
+//! semantics of Kafka Streams' versioned key-value stores (KIP-889 and successors): point-in-time
+//! reads (`get_as_of`), multi-version queries (`versions`), put return codes that tell an
+//! in-order update from an out-of-order one, and a grace period equal to the retention. See
+//! [`VersionedStore`] for the entry point and `docs/format.md` for the bytes on disk.
+//!
+//! The core knows no Python: the pyo3 glue lives in `python/` behind the `python` feature.
+
+mod backend;
+pub mod changelog;
+mod client;
+mod config;
+mod error;
+mod format;
+mod put;
+mod read;
+mod record;
+mod segments;
+mod store;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use backend::rocks::RocksOptions;
+pub use config::{StoreConfig, default_segment_interval_ms};
+pub use error::{Error, Result};
+pub use read::ResultOrder;
+pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};
+pub use store::{MAX_VALUE_LEN, VersionedStore};

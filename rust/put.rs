@@ -1,0 +1,245 @@
+//! The put algorithm: where a new version goes and what it returns.
+//!
+//! After the grace check (`ts < ST − R` is dropped) and the stream-time update (which may drop
+//! expired segments), a version is placed so that the layout invariants hold:
+//!
+//! * the newest version of a key, if it is a value, lives in the latest-value store;
+//! * every other version lives in the row of the segment of its valid-to;
+//! * a newest version that is a tombstone is implicit as the `next_timestamp` of the row holding
+//!   its predecessor, or, with no predecessor, a degenerate row in its own segment.
+//!
+//! The steps mirror Kafka's `RocksDBVersionedStore.doPut`: (1) compare with the latest value;
+//! (2) walk the live segments newest first down to `segment_id(ts)` looking for the row that
+//! covers `ts`; (3) otherwise write the version just before the oldest newer version found. The
+//! return value is the stored version's valid-to, `None` when it became the newest version.
+//!
+//! Deviation from Kafka (bug Q1): a tombstone that replaces the latest value at the same
+//! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
+
+use crate::changelog::ChangelogRecord;
+use crate::client::{ReadClient, Txn};
+use crate::error::{Error, Result};
+use crate::format::key::{LATEST_SEGMENT, storage_key};
+use crate::format::latest_value;
+use crate::format::segment_value::{Entry, SegmentRow};
+use crate::read::{self, row_location};
+use crate::record::{PutOutcome, VersionedRecord};
+
+impl Txn<'_> {
+    /// Kafka's `put`: grace check, stream-time update, then placement.
+    pub(crate) fn put(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+    ) -> Result<PutOutcome> {
+        if self.is_expired(timestamp) {
+            return Ok(PutOutcome::Expired);
+        }
+        self.advance_stream_time(timestamp);
+        let valid_to = self.place(key, value, timestamp)?;
+        if let Some(log) = &mut self.log {
+            log.push(ChangelogRecord {
+                key: key.to_vec(),
+                value: value.map(<[u8]>::to_vec),
+                timestamp,
+            });
+        }
+        Ok(PutOutcome::Stored { valid_to })
+    }
+
+    /// Kafka's `delete`: the record valid at `timestamp` before the write, then a tombstone.
+    pub(crate) fn delete(&mut self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
+        if self.is_expired(timestamp) {
+            return Ok(None);
+        }
+        let before = read::as_of(&*self, self.state, key, timestamp)?;
+        self.put(key, None, timestamp)?;
+        Ok(before)
+    }
+
+    fn is_expired(&self, timestamp: i64) -> bool {
+        let grace = self.state.config.grace_period_ms();
+        timestamp < self.state.stream_time.saturating_sub(grace)
+    }
+
+    fn row(&self, segment: i64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read(&storage_key(segment, key))
+    }
+
+    fn decode<'a>(&self, bytes: &'a [u8], segment: i64, key: &[u8]) -> Result<SegmentRow<'a>> {
+        SegmentRow::decode(bytes, &|| row_location(self, segment, key))
+    }
+
+    fn write_row(&mut self, segment: i64, key: &[u8], row: &SegmentRow<'_>) {
+        self.write(storage_key(segment, key), Some(row.encode()));
+    }
+
+    fn invariant(&self, segment: i64, key: &[u8], detail: &str) -> Error {
+        Error::corrupt(row_location(self, segment, key), detail)
+    }
+
+    /// Places the version; returns its valid-to (`None`: it is the newest version).
+    fn place(&mut self, key: &[u8], value: Option<&[u8]>, ts: i64) -> Result<Option<i64>> {
+        let config = self.state.config;
+        let latest_key = storage_key(LATEST_SEGMENT, key);
+        let new = Entry {
+            timestamp: ts,
+            value,
+        };
+
+        // Step 1: the latest-value store.
+        let mut found: Option<i64> = None;
+        if let Some(bytes) = self.read(&latest_key)? {
+            let (latest_ts, latest) = latest_value::decode(&bytes)?;
+            if ts > latest_ts {
+                let previous = Entry {
+                    timestamp: latest_ts,
+                    value: Some(latest),
+                };
+                self.append_newest(config.segment_id(ts), key, previous, ts)?;
+                self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
+                return Ok(None);
+            }
+            if ts == latest_ts {
+                self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
+                if value.is_none() {
+                    // Q1: record the tombstone instead of just deleting the latest value.
+                    self.end_with_tombstone(key, ts)?;
+                }
+                return Ok(None);
+            }
+            found = Some(latest_ts);
+        }
+
+        // Step 2: rows newest first, down to the segment of `ts`.
+        let target = config.segment_id(ts);
+        let segments: Vec<i64> = self.state.segments.newest_first_from(target).collect();
+        let mut ended_at_ts_degenerate = false;
+        for segment in segments {
+            let Some(bytes) = self.row(segment, key)? else {
+                continue;
+            };
+            let mut row = self.decode(&bytes, segment, key)?;
+            if row.next_timestamp() <= ts {
+                ended_at_ts_degenerate = row.is_degenerate() && row.next_timestamp() == ts;
+                break;
+            }
+            if row.min_timestamp() > ts {
+                found = Some(row.min_timestamp());
+                continue;
+            }
+            // This row covers `ts`.
+            let index = row.find(ts).ok_or_else(|| {
+                self.invariant(segment, key, "row covers a time it has no entry for")
+            })?;
+            let valid_to = row.valid_to(index);
+            let covering = row.entries()[index];
+            if covering.timestamp == ts {
+                row.replace_value(index, value);
+            } else if target == segment {
+                row.insert_before(index, new);
+            } else {
+                // `covering` now ends at `ts`, in an older segment: it moves there and the new
+                // version takes its slot. Only the oldest entry of a row can start before it.
+                if index + 1 != row.entries().len() {
+                    return Err(self.invariant(
+                        segment,
+                        key,
+                        "a version other than the oldest starts in an older segment",
+                    ));
+                }
+                self.append_newest(target, key, covering, ts)?;
+                row.replace_entry(index, new);
+            }
+            self.write_row(segment, key, &row);
+            return Ok(Some(valid_to));
+        }
+
+        // Step 3: nothing covers `ts`.
+        match (found, value) {
+            (None, Some(v)) => {
+                if ended_at_ts_degenerate {
+                    // The lone tombstone at `ts` is replaced by this value.
+                    self.write(storage_key(target, key), None);
+                }
+                self.write(latest_key, Some(latest_value::encode(ts, v)));
+                Ok(None)
+            }
+            (None, None) => {
+                self.end_with_tombstone(key, ts)?;
+                Ok(None)
+            }
+            (Some(next), _) => {
+                self.insert_before_newer(key, new, next)?;
+                Ok(Some(next))
+            }
+        }
+    }
+
+    /// Step 3 with a newer version at `next`: `new` goes into the row of `segment_id(next)`,
+    /// valid until `next`, as its oldest entry, or as its newest when that row ends earlier.
+    fn insert_before_newer(&mut self, key: &[u8], new: Entry<'_>, next: i64) -> Result<()> {
+        let segment = self.state.config.segment_id(next);
+        match self.row(segment, key)? {
+            None => self.write_row(segment, key, &SegmentRow::single(new, next)),
+            Some(bytes) => {
+                let mut row = self.decode(&bytes, segment, key)?;
+                if row.next_timestamp() <= new.timestamp {
+                    row.append_newest(new, next)?;
+                } else if row.min_timestamp() > new.timestamp {
+                    row.insert_oldest(new);
+                } else {
+                    return Err(self.invariant(
+                        segment,
+                        key,
+                        "row covers a time no newer segment reached",
+                    ));
+                }
+                self.write_row(segment, key, &row);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `entry`, valid until `valid_to`, as the newest version of the row in `segment`.
+    fn append_newest(
+        &mut self,
+        segment: i64,
+        key: &[u8],
+        entry: Entry<'_>,
+        valid_to: i64,
+    ) -> Result<()> {
+        match self.row(segment, key)? {
+            None => self.write_row(segment, key, &SegmentRow::single(entry, valid_to)),
+            Some(bytes) => {
+                let mut row = self.decode(&bytes, segment, key)?;
+                row.append_newest(entry, valid_to).map_err(|_| {
+                    self.invariant(segment, key, "row ends after the appended version")
+                })?;
+                self.write_row(segment, key, &row);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a tombstone at `ts` with nothing newer: implicit as the `next_timestamp` of the
+    /// row in `segment_id(ts)`, or a degenerate row when there is none.
+    fn end_with_tombstone(&mut self, key: &[u8], ts: i64) -> Result<()> {
+        let segment = self.state.config.segment_id(ts);
+        match self.row(segment, key)? {
+            None => self.write_row(segment, key, &SegmentRow::degenerate(ts)),
+            Some(bytes) => {
+                let mut row = self.decode(&bytes, segment, key)?;
+                if row.next_timestamp() > ts {
+                    return Err(self.invariant(segment, key, "row ends after a newest tombstone"));
+                }
+                if row.next_timestamp() < ts {
+                    row.end_with_tombstone(ts);
+                    self.write_row(segment, key, &row);
+                }
+            }
+        }
+        Ok(())
+    }
+}

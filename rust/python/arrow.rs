@@ -1,0 +1,192 @@
+//! Arrow in and out of the batch calls.
+//!
+//! Inputs that speak the Arrow PyCapsule interface (`__arrow_c_array__`, or `__arrow_c_stream__`
+//! for chunked data) are imported zero-copy through pyo3-arrow; anything else (lists, tuples,
+//! numpy arrays) goes through `pyarrow.array(obj, type=...)`, which converts in C++. Outputs are
+//! built as Arrow arrays in Rust and handed to pyarrow without copying.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3_arrow::{PyArray, PyChunkedArray, PyRecordBatch};
+
+use crate::VersionedRecord;
+
+/// A binary column (keys or values) imported from Python.
+pub(crate) struct BinaryColumn {
+    array: ArrayRef,
+}
+
+impl BinaryColumn {
+    pub(crate) fn len(&self) -> usize {
+        self.array.len()
+    }
+
+    /// Row `i`, `None` when null.
+    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
+        if self.array.is_null(i) {
+            return None;
+        }
+        Some(match self.array.data_type() {
+            DataType::LargeBinary => self.array.as_binary::<i64>().value(i),
+            DataType::BinaryView => self.array.as_binary_view().value(i),
+            _ => self.array.as_binary::<i32>().value(i),
+        })
+    }
+
+    pub(crate) fn first_null(&self) -> Option<usize> {
+        (0..self.len()).find(|&i| self.array.is_null(i))
+    }
+}
+
+/// Imports any Arrow-capable object, or converts with `pyarrow.array(obj, type=pa_type)`.
+fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<ArrayRef> {
+    let py = obj.py();
+    if obj.hasattr(intern!(py, "__arrow_c_array__"))? {
+        return Ok(obj.extract::<PyArray>()?.into_inner().0);
+    }
+    if obj.hasattr(intern!(py, "__arrow_c_stream__"))? {
+        let chunked = obj.extract::<PyChunkedArray>()?;
+        let chunks: Vec<&dyn Array> = chunked.chunks().iter().map(AsRef::as_ref).collect();
+        return match chunks.as_slice() {
+            [] => Ok(arrow_array::new_empty_array(chunked.data_type())),
+            _ => arrow_select::concat::concat(&chunks)
+                .map_err(|e| PyValueError::new_err(format!("{argument}: {e}"))),
+        };
+    }
+    if pa_type == "binary" {
+        if let Ok(seq) = obj.cast::<pyo3::types::PyList>() {
+            return binary_from_items(seq.iter(), argument);
+        }
+        if let Ok(seq) = obj.cast::<pyo3::types::PyTuple>() {
+            return binary_from_items(seq.iter(), argument);
+        }
+    }
+    let pyarrow = py.import(intern!(py, "pyarrow"))?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    // Binary columns are inferred, not coerced: pyarrow would silently UTF-8-encode `str`
+    // items, and a key must be bytes. An all-None or empty sequence infers as null.
+    if pa_type != "binary" {
+        kwargs.set_item("type", pyarrow.getattr(pa_type)?.call0()?)?;
+    }
+    let converted = pyarrow
+        .getattr(intern!(py, "array"))?
+        .call((obj,), Some(&kwargs))
+        .map_err(|e| {
+            PyTypeError::new_err(format!(
+                "{argument} must be a sequence or Arrow array of {pa_type}: {e}"
+            ))
+        })?;
+    let array = converted.extract::<PyArray>()?.into_inner().0;
+    if array.data_type() == &DataType::Null {
+        return Ok(arrow_array::new_null_array(&DataType::Binary, array.len()));
+    }
+    Ok(array)
+}
+
+/// A binary array from Python items, each `bytes`/`bytearray` or `None` (null).
+fn binary_from_items<'py>(
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    argument: &str,
+) -> PyResult<ArrayRef> {
+    let mut builder = arrow_array::builder::BinaryBuilder::new();
+    for (i, item) in items.enumerate() {
+        if item.is_none() {
+            builder.append_null();
+            continue;
+        }
+        let bytes = item
+            .extract::<pyo3::pybacked::PyBackedBytes>()
+            .map_err(|_| {
+                super::errors::type_error(&format!("{argument}[{i}]"), "bytes or None", &item)
+            })?;
+        builder.append_value(&*bytes);
+    }
+    Ok(Arc::new(builder.finish()))
+}
+
+/// Keys or values: binary, large binary or binary view.
+pub(crate) fn binary_column(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<BinaryColumn> {
+    let array = import(obj, argument, "binary")?;
+    match array.data_type() {
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
+            Ok(BinaryColumn { array })
+        }
+        other => Err(PyTypeError::new_err(format!(
+            "{argument} must be binary (bytes), got Arrow type {other}"
+        ))),
+    }
+}
+
+/// Timestamps: int64 without nulls.
+pub(crate) fn timestamp_column(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<Int64Array> {
+    let array = import(obj, argument, "int64")?;
+    let Some(ints) = array.as_primitive_opt::<Int64Type>() else {
+        return Err(PyTypeError::new_err(format!(
+            "{argument} must be int64, got Arrow type {}",
+            array.data_type()
+        )));
+    };
+    if let Some(i) = (0..ints.len()).find(|&i| ints.is_null(i)) {
+        return Err(PyValueError::new_err(format!(
+            "{argument}[{i}] must not be null"
+        )));
+    }
+    Ok(ints.clone())
+}
+
+pub(crate) fn check_same_length(argument: &str, len: usize, keys_len: usize) -> PyResult<()> {
+    if len == keys_len {
+        Ok(())
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{argument} has {len} rows but keys has {keys_len}: they must have the same length"
+        )))
+    }
+}
+
+/// `Int64Array` of put return codes, as a `pyarrow.Int64Array`.
+pub(crate) fn int64_to_pyarrow(py: Python<'_>, values: Vec<i64>) -> PyResult<Bound<'_, PyAny>> {
+    let array: ArrayRef = Arc::new(Int64Array::from(values));
+    let exported = PyArray::from_array_ref(array).into_pyobject(py)?;
+    py.import(intern!(py, "pyarrow"))?
+        .getattr(intern!(py, "array"))?
+        .call1((exported,))
+}
+
+/// Records as a `pyarrow.RecordBatch` with columns value, timestamp, `valid_to` (null rows where
+/// a record is absent).
+pub(crate) fn records_to_pyarrow<'py>(
+    py: Python<'py>,
+    records: &[Option<VersionedRecord>],
+) -> PyResult<Bound<'py, PyAny>> {
+    let values: BinaryArray = records
+        .iter()
+        .map(|r| r.as_ref().map(|r| r.value.as_slice()))
+        .collect();
+    let timestamps: Int64Array = records
+        .iter()
+        .map(|r| r.as_ref().map(|r| r.timestamp))
+        .collect();
+    let valid_to: Int64Array = records
+        .iter()
+        .map(|r| r.as_ref().and_then(|r| r.valid_to))
+        .collect();
+    let schema = Schema::new(vec![
+        Field::new("value", DataType::Binary, true),
+        Field::new("timestamp", DataType::Int64, true),
+        Field::new("valid_to", DataType::Int64, true),
+    ]);
+    let batch = RecordBatch::try_new(
+        Arc::new(schema),
+        vec![Arc::new(values), Arc::new(timestamps), Arc::new(valid_to)],
+    )
+    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    PyRecordBatch::new(batch).into_pyarrow(py)
+}

@@ -1,0 +1,64 @@
+//! The set of live history segments.
+//!
+//! Segment `k` holds the versions whose valid-to lies in `[k·I, (k+1)·I)`. The set is kept in
+//! memory so that reads and writes visit only segments that exist; it is rediscovered from the
+//! storage keys on open (Kafka forgets it on restart, bug Q4). Once observed stream time `ST`
+//! advances, every segment below `segment_id(ST − R)` is dropped whole: a version therefore stays
+//! readable through `versions()` until `ST − R` reaches the start of the segment after the one
+//! holding its valid-to.
+
+use std::collections::BTreeSet;
+
+/// Live history segment ids.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Segments {
+    ids: BTreeSet<i64>,
+}
+
+impl Segments {
+    pub(crate) fn from_ids(ids: impl IntoIterator<Item = i64>) -> Self {
+        Self {
+            ids: ids.into_iter().collect(),
+        }
+    }
+
+    /// Live segments with id `>= lowest`, newest first.
+    pub(crate) fn newest_first_from(&self, lowest: i64) -> impl Iterator<Item = i64> + '_ {
+        self.ids.range(lowest..).rev().copied()
+    }
+
+    /// All live segments, newest first.
+    pub(crate) fn newest_first(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ids.iter().rev().copied()
+    }
+
+    pub(crate) fn insert(&mut self, id: i64) {
+        self.ids.insert(id);
+    }
+
+    /// Drops every segment below `lowest_live`; returns whether any was live.
+    pub(crate) fn drop_below(&mut self, lowest_live: i64) -> bool {
+        let kept = self.ids.split_off(&lowest_live);
+        let dropped = !self.ids.is_empty();
+        self.ids = kept;
+        dropped
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_whole_segments_below_the_horizon() {
+        let mut segments = Segments::from_ids([0, 1, 3, 7]);
+        assert!(!segments.drop_below(0));
+        assert!(segments.drop_below(3));
+        assert_eq!(segments.newest_first().collect::<Vec<_>>(), vec![7, 3]);
+        assert_eq!(segments.newest_first_from(4).collect::<Vec<_>>(), vec![7]);
+    }
+}

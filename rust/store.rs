@@ -1,0 +1,437 @@
+//! `VersionedStore`: a key-value store that keeps every version of a key for a history
+//! retention period, with Kafka Streams' versioned-store semantics (KIP-889, KIP-914, KIP-960,
+//! KIP-968).
+//!
+//! A store is a latest-value store (the newest version of each key, when it is a value) plus
+//! history segments keyed by valid-to, all in one ordered keyspace ([`crate::backend`]): RocksDB
+//! for persistent stores, a `BTreeMap` for the in-memory variant. The retention doubles as the
+//! grace period: a write older than `observed_stream_time − history_retention_ms` is dropped and
+//! reported as [`PutOutcome::Expired`]. Every write — a single put or delete, or a whole batch —
+//! is one atomic backend write that also records the new observed stream time, so reopening a
+//! store gives back exactly the state of the last write that returned.
+
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+
+use crate::backend::memory::MemoryBackend;
+use crate::backend::rocks::{RocksBackend, RocksOptions};
+use crate::backend::{Backend, WriteSet};
+use crate::changelog::ChangelogRecord;
+use crate::client::{State, Txn};
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::format::key::{META_SEGMENT, storage_key};
+use crate::format::meta;
+use crate::read::{self, ResultOrder};
+use crate::record::{PutOutcome, VersionedRecord};
+use crate::segments::Segments;
+
+/// The largest value the row format can hold (value sizes are `i32`).
+pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
+
+const LOCK_FILE: &str = "verstore.lock";
+
+/// A versioned key-value store.
+pub struct VersionedStore {
+    backend: Box<dyn Backend>,
+    state: State,
+    path: Option<PathBuf>,
+    /// Accepted writes since the last `take_changes`, when recording (checkpointed stores).
+    changes: Option<Vec<ChangelogRecord>>,
+    /// Held for the store's lifetime (never read): a second open of the directory fails fast
+    /// with `Error::Locked`, in this process (flock is per open file) or another.
+    lock: Option<File>,
+}
+
+impl std::fmt::Debug for VersionedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VersionedStore")
+            .field("location", &self.backend.location())
+            .field("config", &self.state.config)
+            .field("observed_stream_time", &self.state.stream_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VersionedStore {
+    /// Opens (creating if missing) a persistent store in directory `path`.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when the directory is open elsewhere; [`Error::IncompatibleConfig`] or
+    /// [`Error::IncompatibleFormat`] when the store on disk was created differently;
+    /// [`Error::Storage`] / [`Error::Io`] / [`Error::Corrupt`] for what RocksDB or the files say.
+    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
+        Self::open_with(path, config, RocksOptions::default())
+    }
+
+    /// [`VersionedStore::open`] with explicit RocksDB options.
+    ///
+    /// # Errors
+    /// As [`VersionedStore::open`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        options: RocksOptions,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let io = |source| Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(path).map_err(io)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path.join(LOCK_FILE))
+            .map_err(io)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: path.to_owned(),
+                });
+            }
+            Err(TryLockError::Error(source)) => return Err(io(source)),
+        }
+        let backend = RocksBackend::open(path, options)?;
+        let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
+        store.lock = Some(lock);
+        Ok(store)
+    }
+
+    /// An in-memory store with the same semantics; its data is gone when it is dropped.
+    #[must_use]
+    pub fn in_memory(config: StoreConfig) -> Self {
+        let mut backend = MemoryBackend::default();
+        // A fresh map cannot fail to initialise.
+        let _ = backend.write(initial_metadata(config));
+        Self {
+            backend: Box::new(backend),
+            state: State {
+                config,
+                stream_time: -1,
+                segments: Segments::default(),
+            },
+            path: None,
+            changes: None,
+            lock: None,
+        }
+    }
+
+    fn from_backend(
+        mut backend: Box<dyn Backend>,
+        config: StoreConfig,
+        path: Option<PathBuf>,
+    ) -> Result<Self> {
+        let stored_format = backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))?;
+        let display_path = path.clone().unwrap_or_default();
+        match stored_format {
+            None => {
+                if !backend.history_segments()?.is_empty() {
+                    return Err(Error::IncompatibleFormat {
+                        path: display_path,
+                        found: 0,
+                        supported: meta::FORMAT_VERSION,
+                    });
+                }
+                backend.write(initial_metadata(config))?;
+            }
+            Some(bytes) => {
+                let found = meta::decode_format_version(&bytes)?;
+                if found != meta::FORMAT_VERSION {
+                    return Err(Error::IncompatibleFormat {
+                        path: display_path,
+                        found,
+                        supported: meta::FORMAT_VERSION,
+                    });
+                }
+                let stored = backend
+                    .get(&storage_key(META_SEGMENT, meta::CONFIG_KEY))?
+                    .ok_or_else(|| {
+                        Error::corrupt(backend.location(), "configuration entry is missing")
+                    })?;
+                let (retention, interval) = meta::decode_config(&stored)?;
+                for (setting, stored, requested) in [
+                    (
+                        "history_retention_ms",
+                        retention,
+                        config.history_retention_ms(),
+                    ),
+                    (
+                        "segment_interval_ms",
+                        interval,
+                        config.segment_interval_ms(),
+                    ),
+                ] {
+                    if stored != requested {
+                        return Err(Error::IncompatibleConfig {
+                            path: display_path,
+                            setting,
+                            stored,
+                            requested,
+                        });
+                    }
+                }
+            }
+        }
+        let state = load_state(backend.as_ref(), config)?;
+        Ok(Self {
+            backend,
+            state,
+            path,
+            changes: None,
+            lock: None,
+        })
+    }
+
+    /// The store directory (`None` for an in-memory store).
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The store's configuration.
+    #[must_use]
+    pub fn config(&self) -> StoreConfig {
+        self.state.config
+    }
+
+    /// Largest timestamp of any accepted write, or -1 before the first.
+    #[must_use]
+    pub fn observed_stream_time(&self) -> i64 {
+        self.state.stream_time
+    }
+
+    /// Number of live history segments.
+    #[must_use]
+    pub fn live_segment_count(&self) -> usize {
+        self.state.segments.len()
+    }
+
+    /// Stores `value` (`None` = tombstone) for `key` at `timestamp`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a negative timestamp or an oversized value; storage errors.
+    pub fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) -> Result<PutOutcome> {
+        check_write(value, timestamp, None)?;
+        self.transaction(|txn| txn.put(key, value, timestamp))
+    }
+
+    /// Writes a tombstone at `timestamp`; returns the record that was valid at `timestamp`
+    /// before (`None` when there was none, or when the delete was older than the grace period).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a negative timestamp; storage errors.
+    pub fn delete(&mut self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
+        check_write(None, timestamp, None)?;
+        self.transaction(|txn| txn.delete(key, timestamp))
+    }
+
+    /// The newest version of `key`, if it is a value. The latest value never expires.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
+    pub fn get(&self, key: &[u8]) -> Result<Option<VersionedRecord>> {
+        read::latest(self.backend.as_ref(), key)
+    }
+
+    /// The record valid at `as_of` (inclusive).
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
+    pub fn get_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>> {
+        read::as_of(self.backend.as_ref(), &self.state, key, as_of)
+    }
+
+    /// Every value version whose validity interval meets `[from, to]` (missing bounds are
+    /// unbounded), in `order`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `from > to`; storage errors.
+    pub fn versions(
+        &self,
+        key: &[u8],
+        from: Option<i64>,
+        to: Option<i64>,
+        order: ResultOrder,
+    ) -> Result<Vec<VersionedRecord>> {
+        let from = from.unwrap_or(i64::MIN);
+        let to = to.unwrap_or(i64::MAX);
+        if from > to {
+            return Err(Error::invalid(
+                "from_time",
+                format!("from_time ({from}) must not be greater than to_time ({to})"),
+            ));
+        }
+        read::versions(self.backend.as_ref(), &self.state, key, from, to, order)
+    }
+
+    /// Applies puts row by row in order, atomically: every row is validated first, and either
+    /// all rows are written or none. Element `i` is row `i`'s outcome.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the first bad row (nothing written); storage errors.
+    pub fn put_batch<'a>(
+        &mut self,
+        rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
+    ) -> Result<Vec<PutOutcome>> {
+        for (index, (_, value, timestamp)) in rows.clone().enumerate() {
+            check_write(value, timestamp, Some(index))?;
+        }
+        self.transaction(|txn| {
+            rows.map(|(key, value, ts)| txn.put(key, value, ts))
+                .collect()
+        })
+    }
+
+    /// Applies deletes row by row in order, atomically (see [`VersionedStore::put_batch`]).
+    ///
+    /// # Errors
+    /// As [`VersionedStore::put_batch`].
+    pub fn delete_batch<'a>(
+        &mut self,
+        rows: impl ExactSizeIterator<Item = (&'a [u8], i64)> + Clone,
+    ) -> Result<Vec<Option<VersionedRecord>>> {
+        for (index, (_, timestamp)) in rows.clone().enumerate() {
+            check_write(None, timestamp, Some(index))?;
+        }
+        self.transaction(|txn| rows.map(|(key, ts)| txn.delete(key, ts)).collect())
+    }
+
+    /// Flushes RocksDB's memtables to SST files.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn flush(&self) -> Result<()> {
+        self.backend.flush()
+    }
+
+    /// Starts or stops recording accepted writes for [`VersionedStore::take_changes`].
+    pub fn set_record_changes(&mut self, record: bool) {
+        self.changes = record.then(|| self.changes.take().unwrap_or_default());
+    }
+
+    /// The accepted writes since the last call (empty when not recording), in order.
+    pub fn take_changes(&mut self) -> Vec<ChangelogRecord> {
+        self.changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Replays logged writes with the normal put algorithm, `chunk` records per atomic write
+    /// (a restore write buffer: rows touched repeatedly within a chunk are read and written
+    /// once). The result equals applying them one by one. Replayed writes are not re-recorded.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a record with a negative timestamp; storage errors.
+    pub fn apply_changelog(&mut self, records: &[ChangelogRecord], chunk: usize) -> Result<()> {
+        for (index, record) in records.iter().enumerate() {
+            check_write(record.value.as_deref(), record.timestamp, Some(index))?;
+        }
+        let recording = self.changes.take();
+        let result = records.chunks(chunk.max(1)).try_for_each(|part| {
+            self.transaction(|txn| {
+                part.iter()
+                    .try_for_each(|r| txn.put(&r.key, r.value.as_deref(), r.timestamp).map(drop))
+            })
+        });
+        self.changes = recording;
+        result
+    }
+
+    /// Writes a consistent copy of a persistent store into the new directory `dir`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an in-memory store; storage errors.
+    pub fn checkpoint(&self, dir: &Path) -> Result<()> {
+        self.backend.checkpoint(dir)
+    }
+
+    /// Runs `work` in one transaction and commits it. On any error nothing is written and the
+    /// in-memory state (stream time, live segments) is reloaded from storage.
+    fn transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        let recording = self.changes.is_some();
+        let result = {
+            let mut txn = Txn::begin(self.backend.as_mut(), &mut self.state);
+            txn.log = recording.then(Vec::new);
+            match work(&mut txn) {
+                Ok(value) => txn.commit().map(|log| (value, log)),
+                Err(error) => Err(error),
+            }
+        };
+        let result = result.map(|(value, log)| {
+            if let (Some(changes), Some(log)) = (&mut self.changes, log) {
+                changes.extend(log);
+            }
+            value
+        });
+        if let (Err(_), Ok(state)) = (
+            &result,
+            load_state(self.backend.as_ref(), self.state.config),
+        ) {
+            self.state = state;
+        }
+        result
+    }
+}
+
+fn initial_metadata(config: StoreConfig) -> WriteSet {
+    WriteSet {
+        drop_segments_below: None,
+        writes: vec![
+            (
+                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
+                Some(meta::encode_format_version()),
+            ),
+            (
+                storage_key(META_SEGMENT, meta::CONFIG_KEY),
+                Some(meta::encode_config(
+                    config.history_retention_ms(),
+                    config.segment_interval_ms(),
+                )),
+            ),
+            (
+                storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
+                Some(meta::encode_stream_time(-1)),
+            ),
+        ],
+    }
+}
+
+fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
+    let stream_time = match backend.get(&storage_key(META_SEGMENT, meta::STREAM_TIME_KEY))? {
+        Some(bytes) => meta::decode_stream_time(&bytes)?,
+        None => -1,
+    };
+    Ok(State {
+        config,
+        stream_time,
+        segments: Segments::from_ids(backend.history_segments()?),
+    })
+}
+
+fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {
+    let (ts_name, value_name) = match row {
+        Some(_) => ("timestamps", "values"),
+        None => ("timestamp", "value"),
+    };
+    let at = row.map(|i| format!("[{i}]")).unwrap_or_default();
+    if timestamp < 0 {
+        return Err(Error::invalid(
+            ts_name,
+            format!("{ts_name}{at} must be >= 0, got {timestamp}"),
+        ));
+    }
+    if value.is_some_and(|v| v.len() > MAX_VALUE_LEN) {
+        return Err(Error::invalid(
+            value_name,
+            format!("{value_name}{at} must be at most {MAX_VALUE_LEN} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,15 @@
+"""Prints the Python requirements for development: runtime, extras and build tool.
+
+pyproject.toml is the one list; the Makefile feeds this output to pip so that the extension is
+built once by `maturin develop` instead of again by pip.
+"""
+
+import tomllib
+from pathlib import Path
+
+project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+build = project["build-system"]["requires"]
+meta = project["project"]
+extras = meta.get("optional-dependencies", {})
+for requirement in [*build, *meta["dependencies"], *extras.get("dev", []), *extras.get("spark", [])]:
+    print(requirement)

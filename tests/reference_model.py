@@ -1,0 +1,237 @@
+"""A small, obviously-correct reference model of verstore's semantics (docs/SEMANTICS.md).
+
+The model keeps, per key, every accepted version as ``timestamp -> value | None`` (``None`` is a
+tombstone) and never forgets anything. What a real store has physically dropped (§3.7) is derived
+at read time from the current observed stream time, see ``_present``. It is written for clarity,
+not speed (only ``bisect`` keeps long crash-test streams tractable).
+
+It has the same method names as ``verstore.VersionedStore`` so that tests can run one scenario
+against both. Records are returned as ``Record`` named tuples ``(value, timestamp, valid_to)``;
+tests compare store results through ``as_tuple`` so the model needs no compiled extension.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import NamedTuple
+
+NOT_PUT = -(2**63)
+VALID_TO_UNDEFINED = -1
+MIN_TIME = -(2**63)  # Long.MIN_VALUE: a missing from_time
+MAX_TIME = 2**63 - 1  # Long.MAX_VALUE: a missing to_time
+
+
+class Record(NamedTuple):
+    """A record as every read returns it: valid_to is None for the newest version."""
+
+    value: bytes
+    timestamp: int
+    valid_to: int | None
+
+
+def as_tuple(record: object) -> tuple[bytes, int, int | None] | None:
+    """Normalises a ``verstore.VersionedRecord`` or a model ``Record`` (or None) to a tuple."""
+    if record is None:
+        return None
+    return (record.value, record.timestamp, record.valid_to)  # type: ignore[attr-defined]
+
+
+def trunc_div(a: int, b: int) -> int:
+    """Java's ``a / b`` on longs: the quotient truncated toward zero.
+
+    Python's ``//`` floors, which differs for negative operands: Java gives ``-1 / 3 == 0`` and
+    ``-4 / 3 == -1`` where Python gives ``-1`` and ``-2``. ``int(a / b)`` would be wrong for large
+    values (float rounding), hence integer arithmetic only.
+    """
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def segment_id(timestamp: int, segment_interval_ms: int) -> int:
+    """§3.4: the segment whose bucket ``[k*I, (k+1)*I)`` holds ``timestamp``."""
+    return trunc_div(timestamp, segment_interval_ms)
+
+
+def default_segment_interval(history_retention_ms: int) -> int:
+    """§3.4: Kafka's default segment interval for a given history retention."""
+    r = history_retention_ms
+    if r <= 60_000:
+        return max(r // 3, 2_000)
+    if r <= 300_000:
+        return max(r // 5, 20_000)
+    if r <= 3_600_000:
+        return max(r // 12, 60_000)
+    return max(r // 24, 300_000)
+
+
+class ReferenceModel:
+    """The versioned store of SEMANTICS.md §1 to §2 with Kafka's segment expiry (§3.7) on reads."""
+
+    def __init__(self, *, history_retention_ms: int, segment_interval_ms: int | None = None):
+        if history_retention_ms < 0:
+            raise ValueError("history_retention_ms must be >= 0")
+        if segment_interval_ms is None:
+            segment_interval_ms = default_segment_interval(history_retention_ms)
+        if segment_interval_ms < 1:
+            raise ValueError("segment_interval_ms must be >= 1")
+        self.history_retention_ms = history_retention_ms
+        self.segment_interval_ms = segment_interval_ms
+        self.observed_stream_time = -1
+        # key -> sorted list of version timestamps, and key -> {timestamp: value | None}
+        self._times: dict[bytes, list[int]] = {}
+        self._values: dict[bytes, dict[int, bytes | None]] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def horizon(self) -> int:
+        """H = ST - R (§1). Reads at or after H are exact; writes before it are rejected."""
+        return self.observed_stream_time - self.history_retention_ms
+
+    def keys(self) -> list[bytes]:
+        return list(self._times)
+
+    def _newest(self, key: bytes) -> tuple[int, bytes | None] | None:
+        times = self._times.get(key)
+        if not times:
+            return None
+        return times[-1], self._values[key][times[-1]]
+
+    def _next_newer(self, key: bytes, timestamp: int) -> int | None:
+        """The smallest version timestamp > timestamp (value or tombstone): the valid-to."""
+        times = self._times.get(key, [])
+        i = bisect.bisect_right(times, timestamp)
+        return times[i] if i < len(times) else None
+
+    def _present(self, valid_to: int | None) -> bool:
+        """Is a version with this valid-to still physically stored (§2.5, §3.7)?
+
+        The newest version (valid_to None) lives in the latest-value store and never expires.
+        Any other version lives in the segment of its valid-to, and segments with an id below
+        segment_id(H) are dropped on every accepted write.
+
+        Checking against the *current* H is equivalent to tracking drops as they happen:
+        * H never decreases (ST never does), so a segment dropped earlier is still below
+          segment_id(H) now, and a segment live now was live at every earlier drop;
+        * a version's valid-to never increases (versions are never removed; replacing one at
+          its own timestamp keeps every valid-to), and it only decreases when an accepted write
+          at ts (ts >= H at that time) splits it: then its old valid-to was > ts >= H, so it was
+          live before, and its new valid-to ts >= H is live after; a dropped version is never
+          moved or resurrected;
+        * every accepted write lands in a live segment: a moved or inserted version gets a
+          valid-to > ts >= H, a degenerate tombstone row sits in segment_id(ts), ts >= H.
+        So "present iff valid_to is None or segment_id(valid_to) >= segment_id(H)" holds at
+        every moment, with ST the stream time after the latest accepted write (reads and
+        rejected writes change neither ST nor the segments).
+        """
+        if valid_to is None:
+            return True
+        interval = self.segment_interval_ms
+        return segment_id(valid_to, interval) >= segment_id(self.horizon, interval)
+
+    @staticmethod
+    def _check_key(key: object) -> bytes:
+        if not isinstance(key, bytes):
+            raise TypeError("key must be bytes")
+        return key
+
+    # ------------------------------------------------------------------ writes
+
+    def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
+        """§2.1: store a version (None = tombstone); return its valid-to, -1 or NOT_PUT."""
+        key = self._check_key(key)
+        if timestamp < 0:
+            raise ValueError("timestamp must be >= 0")
+        if timestamp < self.horizon:  # strictly older than the grace period (G = R)
+            return NOT_PUT
+        self.observed_stream_time = max(self.observed_stream_time, timestamp)
+        times = self._times.setdefault(key, [])
+        versions = self._values.setdefault(key, {})
+        if timestamp not in versions:
+            bisect.insort(times, timestamp)
+        # Replaces any version at the same timestamp; in particular a tombstone written at the
+        # latest value's own timestamp stays a tombstone (Q1, §6).
+        versions[timestamp] = value
+        valid_to = self._next_newer(key, timestamp)
+        return VALID_TO_UNDEFINED if valid_to is None else valid_to
+
+    def delete(self, key: bytes, timestamp: int) -> Record | None:
+        """§2.4: the record valid at timestamp before the write, then a tombstone put."""
+        key = self._check_key(key)
+        if timestamp < 0:
+            raise ValueError("timestamp must be >= 0")
+        if timestamp < self.horizon:
+            return None
+        before = self.get(key, timestamp)
+        self.put(key, None, timestamp)
+        return before
+
+    # ------------------------------------------------------------------ reads
+
+    def _record_at(self, key: bytes, timestamp: int) -> Record | None:
+        value = self._values[key][timestamp]
+        if value is None:
+            return None
+        return Record(value, timestamp, self._next_newer(key, timestamp))
+
+    def get(self, key: bytes, as_of: int | None = None) -> Record | None:
+        """§2.2 latest / §2.3 point in time (inclusive), with the latest-value exception."""
+        key = self._check_key(key)
+        newest = self._newest(key)
+        if newest is None:
+            return None
+        if as_of is None:
+            ts, value = newest
+            return None if value is None else Record(value, ts, None)
+        if as_of < self.horizon:
+            ts, value = newest
+            if value is not None and ts <= as_of:
+                return Record(value, ts, None)
+            return None
+        times = self._times[key]
+        i = bisect.bisect_right(times, as_of)
+        if i == 0:
+            return None
+        return self._record_at(key, times[i - 1])
+
+    def versions(
+        self,
+        key: bytes,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        ascending: bool = False,
+    ) -> list[Record]:
+        """§2.5 with the Q2 fix: every present value version meeting [from_time, to_time]."""
+        key = self._check_key(key)
+        lo = MIN_TIME if from_time is None else from_time
+        hi = MAX_TIME if to_time is None else to_time
+        if lo > hi:
+            raise ValueError("from_time must not be greater than to_time")
+        out: list[Record] = []
+        if hi < self.horizon:
+            newest = self._newest(key)
+            if newest is not None and newest[1] is not None and newest[0] <= hi:
+                out.append(Record(newest[1], newest[0], None))
+            return out
+        for ts in self._times.get(key, []):
+            record = self._record_at(key, ts)
+            if record is None:
+                continue  # tombstones are never returned
+            if ts > hi:
+                continue
+            if record.valid_to is not None and record.valid_to <= lo:
+                continue
+            if not self._present(record.valid_to):
+                continue
+            out.append(record)
+        if not ascending:
+            out.reverse()
+        return out
+
+    # ------------------------------------------------------------------ lifecycle (no-ops)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,533 @@
+"""Property tests: the persistent store, the in-memory store and ``reference_model`` agree.
+
+A hypothesis state machine drives all three with random puts, deletes, point reads, range reads
+and reopens; a second test replays the accepted writes of a random history in another order
+(SEMANTICS.md §4, last bullet) and checks that no read changes. Retention and segment interval
+are tiny, and timestamps cluster around the grace horizon and segment boundaries, so expiry
+(§2.7, §3.7) and segment moves (§3.5) happen in almost every example.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import verstore
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+from reference_model import (
+    NOT_PUT,
+    VALID_TO_UNDEFINED,
+    ReferenceModel,
+    as_tuple,
+    default_segment_interval,
+    segment_id,
+    trunc_div,
+)
+
+# Keys that prefix one another (b"a" < b"a\x00" < b"ab"), the empty key, and 0x00 / 0xff bytes
+# next to the store's own 8-byte segment prefixes.
+KEYS = [b"", b"a", b"a\x00", b"ab", b"\x00", b"\xff"]
+RETENTIONS = [0, 5, 20, 50]
+INTERVALS: list[int | None] = [1, 3, 10, 25, None]  # None: Kafka's default rule (2 000 here)
+
+# Two keys (a prefix pair) get most writes so that histories grow long.
+keys_st = st.one_of(st.sampled_from(KEYS[1:4:2]), st.sampled_from(KEYS))
+values_st = st.one_of(
+    st.none(),
+    st.sampled_from([b"", b"x", b"yy", b"\x00", b"\xff" * 3]),
+    st.binary(max_size=6),
+)
+
+MACHINE_SETTINGS = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+REPLAY_SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def records(result: list[Any]) -> list[tuple[bytes, int, int | None] | None]:
+    return [as_tuple(r) for r in result]
+
+
+def write_times(
+    stream_time: int, retention: int, interval: int, existing: list[int] | None = None
+) -> st.SearchStrategy[int]:
+    """Write timestamps: around the grace horizon, around segment boundaries, out of order,
+    slightly ahead, the key's own version timestamps (replacements), and now and then a jump
+    of more than R that expires segments."""
+    base = max(stream_time, 0)
+    lo = max(0, stream_time - retention - 5)
+    hi = base + min(3 * interval, retention + 3)
+    near = [stream_time - retention - 1, stream_time - retention, stream_time, stream_time + 1]
+    boundaries = [
+        k * interval + d
+        for k in range(trunc_div(lo, interval), trunc_div(hi, interval) + 2)
+        for d in (-1, 0, 1)
+    ]
+    candidates = sorted({t for t in near + boundaries if 0 <= t <= base + 3 * interval})
+    # one_of picks its branches uniformly, so repeating a branch weights it
+    options = [st.integers(lo, hi)] * 3 + [st.sampled_from(candidates)] * 2
+    options.append(st.integers(base + retention, base + retention + 2 * interval + 2))
+    recent = [t for t in existing or [] if t >= lo]
+    if recent:
+        # replace a version, replace the newest, or write before the key's newest
+        options += [st.sampled_from(recent), st.just(recent[-1])]
+        if recent[-1] > lo:
+            options += [st.integers(lo, recent[-1] - 1)] * 3
+    return st.one_of(options)
+
+
+def read_times(stream_time: int, retention: int, interval: int) -> st.SearchStrategy[int]:
+    """Read bounds (>= 0): around the horizon H (H-1 is expired, H is not), ST, boundaries."""
+    horizon = stream_time - retention
+    base = max(stream_time, 0)
+    lo = max(0, horizon - interval - 3)
+    hi = base + interval + 2
+    near = [0, horizon - 1, horizon, horizon + 1, stream_time, stream_time + 1]
+    boundaries = [
+        k * interval + d
+        for k in range(trunc_div(lo, interval), trunc_div(hi, interval) + 1)
+        for d in (-1, 0)
+    ]
+    candidates = sorted({t for t in near + boundaries if t >= 0})
+    return st.one_of(st.integers(lo, hi), st.sampled_from(candidates))
+
+
+def range_bounds(stream_time: int, retention: int, interval: int) -> st.SearchStrategy[int | None]:
+    """versions() bounds: None, negative values, or read times."""
+    return st.one_of(
+        st.none(),
+        st.integers(-3 * interval - 2, -1),
+        read_times(stream_time, retention, interval),
+    )
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Persistent store, in-memory store and model, fed the same operations."""
+
+    base_dir: Path
+    counter = itertools.count()
+
+    @initialize(retention=st.sampled_from(RETENTIONS), interval=st.sampled_from(INTERVALS))
+    def open_stores(self, retention: int, interval: int | None) -> None:
+        self.config = {"history_retention_ms": retention, "segment_interval_ms": interval}
+        self.path = self.base_dir / f"store{next(self.counter)}"
+        self.disk = verstore.VersionedStore(self.path, **self.config)
+        self.memory = verstore.VersionedStore.in_memory(**self.config)
+        self.model = ReferenceModel(**self.config)
+        self.retention = retention
+        self.interval = self.model.segment_interval_ms
+        assert self.disk.history_retention_ms == retention
+        assert self.disk.segment_interval_ms == self.interval
+        assert self.memory.segment_interval_ms == self.interval
+
+    def teardown(self) -> None:
+        for store in ("disk", "memory"):
+            if hasattr(self, store):
+                getattr(self, store).close()
+        if hasattr(self, "path"):
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    @property
+    def stream_time(self) -> int:
+        return self.model.observed_stream_time
+
+    def _rtime(self) -> st.SearchStrategy[int]:
+        return read_times(self.stream_time, self.retention, self.interval)
+
+    # ------------------------------------------------------------------ writes
+    # Several write rules so that about half of the steps write.
+
+    def _write_time(self, key: bytes, data: st.DataObject) -> int:
+        existing = self.model._times.get(key, [])
+        strategy = write_times(self.stream_time, self.retention, self.interval, existing)
+        return data.draw(strategy, label="timestamp")
+
+    def _put(self, key: bytes, value: bytes | None, ts: int) -> None:
+        expected = self.model.put(key, value, ts)
+        got_disk = self.disk.put(key, value, ts)
+        got_memory = self.memory.put(key, value, ts)
+        note(f"put -> model {expected}, disk {got_disk}, memory {got_memory}")
+        assert got_disk == expected
+        assert got_memory == expected
+
+    @rule(key=keys_st, value=values_st, data=st.data())
+    def put(self, key: bytes, value: bytes | None, data: st.DataObject) -> None:
+        self._put(key, value, self._write_time(key, data))
+
+    @rule(key=keys_st, value=st.sampled_from([b"", b"v"]), data=st.data())
+    def put_value(self, key: bytes, value: bytes, data: st.DataObject) -> None:
+        self._put(key, value, self._write_time(key, data))
+
+    @rule(key=keys_st, data=st.data())
+    def put_tombstone(self, key: bytes, data: st.DataObject) -> None:
+        self._put(key, None, self._write_time(key, data))
+
+    @rule(key=keys_st, data=st.data())
+    def delete(self, key: bytes, data: st.DataObject) -> None:
+        ts = self._write_time(key, data)
+        expected = as_tuple(self.model.delete(key, ts))
+        got_disk = as_tuple(self.disk.delete(key, ts))
+        got_memory = as_tuple(self.memory.delete(key, ts))
+        note(f"delete -> model {expected}, disk {got_disk}, memory {got_memory}")
+        assert got_disk == expected
+        assert got_memory == expected
+
+    # ------------------------------------------------------------------ reads
+
+    @rule(key=keys_st, latest=st.booleans(), data=st.data())
+    def get(self, key: bytes, latest: bool, data: st.DataObject) -> None:
+        if latest:
+            expected = as_tuple(self.model.get(key))
+            assert as_tuple(self.disk.get(key)) == expected
+            assert as_tuple(self.memory.get(key)) == expected
+            assert as_tuple(self.disk.get(key, None)) == expected
+            return
+        as_of = data.draw(self._rtime(), label="as_of")
+        expected = as_tuple(self.model.get(key, as_of))
+        assert as_tuple(self.disk.get(key, as_of)) == expected
+        assert as_tuple(self.memory.get(key, as_of=as_of)) == expected
+
+    @rule(key=keys_st, ascending=st.booleans(), data=st.data())
+    def versions(self, key: bytes, ascending: bool, data: st.DataObject) -> None:
+        bounds = range_bounds(self.stream_time, self.retention, self.interval)
+        lo = data.draw(bounds, label="from_time")
+        hi = data.draw(bounds, label="to_time")
+        if lo is not None and hi is not None and lo > hi:
+            # from_time > to_time is a ValueError (API.md); equal bounds are allowed
+            for store in (self.disk, self.memory):
+                with pytest.raises(ValueError, match="time"):
+                    store.versions(key, lo, hi, ascending)
+            lo, hi = hi, lo
+        expected = records(self.model.versions(key, lo, hi, ascending))
+        got_disk = records(self.disk.versions(key, lo, hi, ascending))
+        got_memory = records(
+            self.memory.versions(key, from_time=lo, to_time=hi, ascending=ascending)
+        )
+        assert got_disk == expected
+        assert got_memory == expected
+
+    @rule()
+    def whole_state(self) -> None:
+        """Every key: latest, full history, and the point read at every interesting time."""
+        horizon = self.stream_time - self.retention
+        times = range(max(0, horizon - 2), max(self.stream_time, 0) + 2)
+        for key in KEYS:
+            expected = records(self.model.versions(key))
+            history = self.disk.versions(key)
+            assert records(history) == expected
+            for record in history:
+                # Q3: equal (and hashed) by all three fields
+                twin = verstore.VersionedRecord(record.value, record.timestamp, record.valid_to)
+                assert twin == record
+                assert hash(twin) == hash(record)
+            assert records(self.memory.versions(key)) == expected
+            assert records(self.disk.versions(key, ascending=True)) == expected[::-1]
+            for as_of in times:
+                expected_at = as_tuple(self.model.get(key, as_of))
+                assert as_tuple(self.disk.get(key, as_of)) == expected_at, as_of
+                assert as_tuple(self.memory.get(key, as_of)) == expected_at, as_of
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @rule(with_block=st.booleans())
+    def reopen(self, with_block: bool) -> None:
+        self.disk.flush()
+        self.memory.flush()
+        self.disk.close()
+        self.disk.close()  # idempotent
+        if with_block:
+            with verstore.VersionedStore(self.path, **self.config) as store:
+                assert store.observed_stream_time == self.stream_time
+        self.disk = verstore.VersionedStore(self.path, **self.config)
+
+    @invariant()
+    def same_stream_time(self) -> None:
+        if hasattr(self, "disk"):
+            assert self.disk.observed_stream_time == self.stream_time
+            assert self.memory.observed_stream_time == self.stream_time
+
+
+def test_stores_match_reference_model(tmp_path: Path) -> None:
+    class Machine(StoreMachine):
+        base_dir = tmp_path
+
+    run_state_machine_as_test(Machine, settings=MACHINE_SETTINGS)
+
+
+# ---------------------------------------------------------------------- replay order
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[int, int, list[tuple[str, bytes, bytes | None, int]]]:
+    """(R, I, ops): a random write history (ops are ("put"|"delete", key, value, ts))."""
+    retention = draw(st.sampled_from(RETENTIONS))
+    interval = draw(st.sampled_from([1, 3, 10, 25]))
+    model = ReferenceModel(history_retention_ms=retention, segment_interval_ms=interval)
+    ops: list[tuple[str, bytes, bytes | None, int]] = []
+    for _ in range(draw(st.integers(0, 40))):
+        key = draw(keys_st)
+        existing = model._times.get(key, [])
+        ts = draw(write_times(model.observed_stream_time, retention, interval, existing))
+        if draw(st.integers(0, 4)) == 0:
+            ops.append(("delete", key, None, ts))
+            model.delete(key, ts)
+        else:
+            value = draw(values_st)
+            ops.append(("put", key, value, ts))
+            model.put(key, value, ts)
+    return retention, interval, ops
+
+
+def full_reads(store: Any, stream_time: int, retention: int, interval: int) -> dict[str, Any]:
+    horizon = stream_time - retention
+    times = range(max(0, horizon - 2), max(stream_time, 0) + 2)
+    bounds = [None, -1, 0, horizon - 1, horizon, stream_time]
+    bounds += [k * interval for k in range(segment_id(max(horizon, 0), interval), 3)]
+    out: dict[str, Any] = {"observed_stream_time": store.observed_stream_time}
+    for key in KEYS:
+        out[f"{key!r} latest"] = as_tuple(store.get(key))
+        out[f"{key!r} at"] = [as_tuple(store.get(key, t)) for t in times]
+        for lo, hi in itertools.product(bounds, bounds):
+            if lo is None or hi is None or lo <= hi:
+                out[f"{key!r} [{lo}, {hi}]"] = records(store.versions(key, lo, hi))
+    return out
+
+
+@REPLAY_SETTINGS
+@given(history=histories(), data=st.data())
+def test_replay_in_another_order_gives_same_reads(
+    tmp_path_factory: pytest.TempPathFactory,
+    history: tuple[int, int, list[tuple[str, bytes, bytes | None, int]]],
+    data: st.DataObject,
+) -> None:
+    """§4: replaying the same accepted writes in another order changes no read.
+
+    Writes to one (key, timestamp) replace each other, so their relative order is kept. Any
+    order in which every write is still accepted works: sorting by ``ts + u`` with a jitter
+    ``0 <= u <= R`` (the same for all writes to one (key, timestamp)) does that, since every
+    write sorted before one at ``ts`` has a timestamp ``<= ts + R``, so the running ST never
+    passes ``ts + R``.
+    """
+    retention, interval, ops = history
+    config = {"history_retention_ms": retention, "segment_interval_ms": interval}
+    original = verstore.VersionedStore.in_memory(**config)
+    model = ReferenceModel(**config)
+    accepted: list[tuple[bytes, bytes | None, int]] = []
+    for kind, key, value, ts in ops:
+        if kind == "put":
+            code = model.put(key, value, ts)
+            assert original.put(key, value, ts) == code
+            if code != NOT_PUT:
+                accepted.append((key, value, ts))
+        else:
+            grace_ok = ts >= model.observed_stream_time - retention
+            expected = as_tuple(model.delete(key, ts))
+            assert as_tuple(original.delete(key, ts)) == expected
+            if grace_ok:
+                accepted.append((key, None, ts))
+
+    slots = sorted({(key, ts) for key, _, ts in accepted})
+    jitter = data.draw(
+        st.lists(st.integers(0, retention), min_size=len(slots), max_size=len(slots)),
+        label="jitter",
+    )
+    shift = dict(zip(slots, jitter, strict=True))
+    replay = sorted(accepted, key=lambda w: w[2] + shift[(w[0], w[2])])
+    reopen_at = data.draw(st.sets(st.integers(0, max(len(replay) - 1, 0))), label="reopen_at")
+    note(f"replay order: {replay}")
+
+    path = tmp_path_factory.mktemp("replay")
+    disk = verstore.VersionedStore(path, **config)
+    memory = verstore.VersionedStore.in_memory(**config)
+    replayed_model = ReferenceModel(**config)
+    try:
+        for i, (key, value, ts) in enumerate(replay):
+            code = replayed_model.put(key, value, ts)
+            assert code != NOT_PUT
+            assert disk.put(key, value, ts) == code
+            assert memory.put(key, value, ts) == code
+            if i in reopen_at:
+                disk.close()
+                disk = verstore.VersionedStore(path, **config)
+        stream_time = model.observed_stream_time
+        expected = full_reads(model, stream_time, retention, interval)
+        assert full_reads(replayed_model, stream_time, retention, interval) == expected
+        assert full_reads(original, stream_time, retention, interval) == expected
+        assert full_reads(memory, stream_time, retention, interval) == expected
+        assert full_reads(disk, stream_time, retention, interval) == expected
+        disk.close()
+        with verstore.VersionedStore(path, **config) as reopened:
+            assert full_reads(reopened, stream_time, retention, interval) == expected
+    finally:
+        disk.close()
+        memory.close()
+        original.close()
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- worked examples
+# The examples of SEMANTICS.md, run against the model too so that a wrong model is caught
+# without a store.
+
+KINDS = ["model", "memory", "disk"]
+
+
+def open_kind(kind: str, path: Path, retention: int, interval: int | None) -> Any:
+    config = {"history_retention_ms": retention, "segment_interval_ms": interval}
+    if kind == "model":
+        return ReferenceModel(**config)
+    if kind == "memory":
+        return verstore.VersionedStore.in_memory(**config)
+    return verstore.VersionedStore(path / "store", **config)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_example_expired_versions_stay_until_segment_drop(kind: str, tmp_path: Path) -> None:
+    """§2.5 example: versions whose valid-to <= H are returned until their segment drops."""
+    store = open_kind(kind, tmp_path, 300_000, 100_000)
+    assert store.put(b"k", b"v_old", 0) == VALID_TO_UNDEFINED
+    assert store.put(b"k", b"v", 99_990) == VALID_TO_UNDEFINED
+    assert store.put(b"other", b"x", 399_990) == VALID_TO_UNDEFINED
+    assert store.observed_stream_time == 399_990
+    assert records(store.versions(b"k", 0, 99_990)) == [
+        (b"v", 99_990, None),
+        (b"v_old", 0, 99_990),
+    ]
+    assert as_tuple(store.get(b"k", 99_989)) is None  # expired query: only the latest
+    store.put(b"other", b"y", 400_000)  # H = 100 000 reaches segment 1: segment 0 drops
+    assert records(store.versions(b"k", 0, 99_990)) == [(b"v", 99_990, None)]
+    store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_example_q1_tombstone_at_latest_timestamp_is_kept(kind: str, tmp_path: Path) -> None:
+    store = open_kind(kind, tmp_path, 100, 10)
+    store.put(b"k", b"v", 10)
+    assert store.put(b"k", None, 10) == VALID_TO_UNDEFINED
+    assert store.put(b"k", b"w", 5) == 10
+    assert store.get(b"k") is None
+    assert as_tuple(store.get(b"k", 7)) == (b"w", 5, 10)
+    assert records(store.versions(b"k")) == [(b"w", 5, 10)]
+    store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_example_q2_versions_scans_later_segments(kind: str, tmp_path: Path) -> None:
+    store = open_kind(kind, tmp_path, 300_000, 100_000)
+    store.put(b"k", b"v1", 10)
+    store.put(b"k", b"v2", 100_010)
+    assert as_tuple(store.get(b"k", 50)) == (b"v1", 10, 100_010)
+    assert records(store.versions(b"k", 0, 50)) == [(b"v1", 10, 100_010)]
+    store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_example_return_codes_and_grace(kind: str, tmp_path: Path) -> None:
+    """§2.1 table, §2.4 and the exact grace boundary (§8.3), with R = 10, I = 4."""
+    store = open_kind(kind, tmp_path, 10, 4)
+    assert store.delete(b"k", 20) is None  # unknown key: still writes a tombstone
+    assert store.put(b"k", b"a", 12) == 20  # bounded by that tombstone (degenerate row)
+    assert store.put(b"k", b"b", 25) == VALID_TO_UNDEFINED  # ST = 25, H = 15
+    assert store.put(b"k", b"b2", 25) == VALID_TO_UNDEFINED  # replace the newest
+    assert store.put(b"k", b"", 16) == 20  # out of order; an empty value is a value
+    assert store.put(b"k", b"", 16) == 20  # replace an older version: its valid-to
+    assert store.put(b"k", b"c", 15) == 16  # ts == H is accepted
+    assert store.put(b"k", b"late", 14) == NOT_PUT  # ts == H - 1 is not
+    assert store.delete(b"k", 14) is None
+    assert store.observed_stream_time == 25
+    assert store.put(b"k", b"z", 30) == VALID_TO_UNDEFINED  # ST = 30, H = 20
+    assert store.get(b"k", 19) is None  # expired, and the latest is newer than 19
+    assert store.get(b"k", 20) is None  # the tombstone
+    assert store.delete(b"k", 20) is None  # replaces the tombstone with a tombstone
+    assert as_tuple(store.delete(b"k", 27)) == (b"b2", 25, 30)  # the pre-delete valid-to
+    assert as_tuple(store.get(b"k", 26)) == (b"b2", 25, 27)
+    assert as_tuple(store.get(b"k")) == (b"z", 30, None)
+    # segment_id(H) = 5: a@12 (valid-to 15) and c@15 (16) are dropped, ""@16 (20) is not
+    assert records(store.versions(b"k")) == [(b"z", 30, None), (b"b2", 25, 27), (b"", 16, 20)]
+    assert records(store.versions(b"k", 0, 19)) == []  # to < H: only the latest counts
+    assert records(store.versions(b"k", 0, 20, ascending=True)) == [(b"", 16, 20)]
+    assert store.observed_stream_time == 30
+    store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_example_zero_retention(kind: str, tmp_path: Path) -> None:
+    """§2.9: R = 0 accepts ts == ST, rejects ts < ST; old versions stay until their segment
+    drops (I = 2 000 by default)."""
+    store = open_kind(kind, tmp_path, 0, None)
+    assert store.segment_interval_ms == 2_000
+    store.put(b"k", b"a", 100)
+    assert store.put(b"k", b"b", 200) == VALID_TO_UNDEFINED
+    assert store.put(b"k", b"c", 199) == NOT_PUT
+    assert store.put(b"k", b"c", 200) == VALID_TO_UNDEFINED
+    assert store.get(b"k", 150) is None  # expired: only the newest, and it is newer
+    assert as_tuple(store.get(b"k", 200)) == (b"c", 200, None)
+    assert records(store.versions(b"k")) == [(b"c", 200, None), (b"a", 100, 200)]
+    assert records(store.versions(b"k", 0, 150)) == []
+    store.put(b"j", b"x", 2_000)
+    assert records(store.versions(b"k")) == [(b"c", 200, None)]
+    store.close()
+
+
+def test_java_division_and_default_interval() -> None:
+    assert [trunc_div(t, 3) for t in (-7, -4, -3, -2, -1, 0, 1, 2, 3, 4)] == [
+        -2, -1, -1, 0, 0, 0, 0, 0, 1, 1,
+    ]  # fmt: skip
+    table = {
+        0: 2_000, 6_000: 2_000, 30_000: 10_000, 60_000: 20_000, 100_000: 20_000,
+        200_000: 40_000, 300_000: 60_000, 720_000: 60_000, 1_200_000: 100_000,
+        3_600_000: 300_000, 7_200_000: 300_000, 86_400_000: 3_600_000,
+    }  # fmt: skip
+    for retention, interval in table.items():
+        assert default_segment_interval(retention) == interval
+        assert verstore.default_segment_interval_ms(retention) == interval
+        with verstore.VersionedStore.in_memory(history_retention_ms=retention) as store:
+            assert store.segment_interval_ms == interval
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(
+    retention=st.integers(0, 60),
+    interval=st.integers(1, 7),
+    first=st.integers(0, 30),
+    second=st.integers(0, 120),
+)
+def test_expiry_horizon_is_segment_granular(
+    retention: int, interval: int, first: int, second: int
+) -> None:
+    """§3.7: a version with valid-to vt is present iff segment_id(vt) >= segment_id(ST - R),
+    including ST - R < 0 (truncation: -I < x < 0 is segment 0)."""
+    config = {"history_retention_ms": retention, "segment_interval_ms": interval}
+    with verstore.VersionedStore.in_memory(**config) as store:
+        store.put(b"k", b"old", first)
+        store.put(b"k", b"new", first + 1)
+        code = store.put(b"other", b"x", second)
+        model = ReferenceModel(**config)
+        model.put(b"k", b"old", first)
+        model.put(b"k", b"new", first + 1)
+        assert model.put(b"other", b"x", second) == code
+        horizon = max(first + 1, second) - retention
+        present = segment_id(first + 1, interval) >= segment_id(horizon, interval)
+        expected = [(b"new", first + 1, None)] + ([(b"old", first, first + 1)] if present else [])
+        assert records(model.versions(b"k")) == expected
+        assert records(store.versions(b"k")) == expected
