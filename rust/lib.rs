@@ -14,6 +14,7 @@ mod client;
 mod config;
 mod error;
 mod format;
+pub mod history;
 mod put;
 mod read;
 mod record;

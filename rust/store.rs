@@ -119,6 +119,16 @@ impl VersionedStore {
         }
     }
 
+    /// A store over a prepared in-memory keyspace (see [`crate::history`]).
+    pub(crate) fn from_memory(backend: MemoryBackend, config: StoreConfig) -> Result<Self> {
+        Self::from_backend(Box::new(backend), config, None)
+    }
+
+    /// Every stored entry, for in-memory stores.
+    pub(crate) fn export_entries(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.backend.export()
+    }
+
     fn from_backend(
         mut backend: Box<dyn Backend>,
         config: StoreConfig,

@@ -17,6 +17,7 @@ point-in-time reads, multi-version queries, and put return codes that tell an in
 from verstore._core import (
     NOT_PUT,
     VALID_TO_UNDEFINED,
+    GroupHistory,
     VersionedRecord,
     VersionedStore,
     __version__,
@@ -37,6 +38,7 @@ __all__ = [
     "NOT_PUT",
     "VALID_TO_UNDEFINED",
     "CorruptionError",
+    "GroupHistory",
     "IncompatibleConfigError",
     "IncompatibleFormatError",
     "MissingVersionError",

@@ -77,6 +77,8 @@ class VersionedStore:
         *,
         history_retention_ms: int,
         segment_interval_ms: int | None = None,
+        write_ahead_log: bool = True,
+        record_changes: bool = False,
     ) -> None:
         """Opens or creates a persistent store.
 
@@ -86,6 +88,9 @@ class VersionedStore:
                 the grace period for writes. >= 0.
             segment_interval_ms: Width of the history segments, >= 1; ``None`` applies Kafka's
                 default rule (:func:`default_segment_interval_ms`).
+            write_ahead_log: RocksDB's WAL (on: every returned write survives a process crash).
+                Checkpointed partition stores turn it off: their durability is the checkpoint.
+            record_changes: Record accepted writes for :meth:`take_changelog`.
 
         Raises:
             ValueError: A negative retention or an interval below 1.
@@ -248,6 +253,36 @@ class VersionedStore:
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
+    def take_changelog(self, version: int, attempt_id: bytes, parent_attempt_id: bytes) -> bytes:
+        """Encodes the accepted writes since the last call as a changelog file.
+
+        Args:
+            version: The version the changelog produces.
+            attempt_id: 16 bytes identifying the writing attempt.
+            parent_attempt_id: 16 bytes: the attempt that wrote ``version - 1``.
+
+        Returns:
+            The file bytes (see docs/checkpoint.md); empty of records unless the store was
+            opened with ``record_changes=True``.
+        """
+    def apply_changelog(
+        self, data: bytes, *, name: str = "changelog", chunk_records: int = 65536
+    ) -> int:
+        """Verifies and replays a changelog file; the result equals applying its writes in order.
+
+        Args:
+            data: The file bytes.
+            name: The file's name, for error messages.
+            chunk_records: Records per atomic write.
+
+        Returns:
+            The number of records replayed.
+
+        Raises:
+            CorruptionError: The file is truncated or damaged (nothing of it is applied).
+        """
+    def create_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Writes a consistent copy (a RocksDB checkpoint) into the new directory ``path``."""
     def flush(self) -> None:
         """Flushes RocksDB's memtables to SST files (no-op in memory)."""
     def close(self) -> None:
@@ -259,6 +294,79 @@ class VersionedStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+@final
+class GroupHistory:
+    """One key's version history with the store's semantics, serializable to bytes.
+
+    For hosts that own durability, such as Spark's ``GroupState`` in
+    ``applyInPandasWithState``: the bytes are the store's own keyspace (row format included),
+    framed with a checksum.
+    """
+
+    def __init__(self, *, history_retention_ms: int, segment_interval_ms: int | None = None) -> None: ...
+    @staticmethod
+    def from_bytes(
+        data: bytes, *, history_retention_ms: int, segment_interval_ms: int | None = None
+    ) -> GroupHistory:
+        """Restores a history from :meth:`to_bytes`.
+
+        Raises:
+            CorruptionError: Damaged bytes.
+            IncompatibleConfigError: Written with another retention or interval.
+        """
+    def to_bytes(self) -> bytes:
+        """The whole history as bytes."""
+    def put(self, value: bytes | None, timestamp: int) -> int:
+        """As :meth:`VersionedStore.put` for this one key."""
+    def delete(self, timestamp: int) -> VersionedRecord | None:
+        """As :meth:`VersionedStore.delete` for this one key."""
+    def get(self, as_of: int | None = None) -> VersionedRecord | None:
+        """As :meth:`VersionedStore.get` for this one key."""
+    def versions(
+        self, from_time: int | None = None, to_time: int | None = None, ascending: bool = False
+    ) -> list[VersionedRecord]:
+        """As :meth:`VersionedStore.versions` for this one key."""
+    @property
+    def observed_stream_time(self) -> int: ...
+    @property
+    def history_retention_ms(self) -> int: ...
+    @property
+    def segment_interval_ms(self) -> int: ...
+
+def encode_rows(data: Any, columns: list[str] | None = None) -> pa.BinaryArray:
+    """Encodes typed columns into one order-preserving binary value per row (Arrow row format).
+
+    Args:
+        data: A ``pyarrow.RecordBatch`` or struct array (anything with ``__arrow_c_array__``).
+        columns: The columns to encode, in this order; all when None.
+
+    Raises:
+        ValueError: A named column does not exist.
+        TypeError: A column type the row format cannot encode.
+    """
+
+def decode_rows(rows: Any, schema: pa.Schema) -> pa.RecordBatch:
+    """Decodes rows made by :func:`encode_rows` with the same ``schema``; null rows decode to
+    all-null columns.
+
+    Raises:
+        CorruptionError: The bytes are not rows of this schema.
+    """
+
+def read_changelog_header(data: bytes, name: str = "changelog") -> tuple[int, bytes, bytes, int]:
+    """Verifies a changelog header: ``(version, attempt_id, parent_attempt_id, record_count)``.
+
+    Raises:
+        CorruptionError: Naming ``name``.
+    """
+
+def verify_changelog(data: bytes, name: str = "changelog") -> tuple[int, bytes, bytes, int]:
+    """Verifies a whole changelog file (both checksums, record framing); returns its header.
+
+    Raises:
+        CorruptionError: Naming ``name``.
+    """
 
 class VerstoreError(Exception):
     """Root of verstore's errors."""

@@ -11,7 +11,24 @@ pub(crate) struct MemoryBackend {
     map: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
+impl MemoryBackend {
+    pub(crate) fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
+        Self {
+            map: entries.into_iter().collect(),
+        }
+    }
+}
+
 impl Backend for MemoryBackend {
+    fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        Some(
+            self.map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.map.get(key).cloned())
     }

@@ -31,4 +31,8 @@ pub(crate) trait Backend: Send {
     /// Writes a consistent copy of the data into the new directory `dir` (RocksDB checkpoint:
     /// SST files hard-linked, memtables flushed first).
     fn checkpoint(&self, dir: &std::path::Path) -> Result<()>;
+    /// Every entry in key order, for backends that can be serialized whole (in memory).
+    fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        None
+    }
 }

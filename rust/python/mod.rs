@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 mod arrow;
+mod columns;
 mod errors;
+mod history;
 mod record;
 mod store;
 
@@ -20,6 +22,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NOT_PUT", crate::NOT_PUT)?;
     m.add_class::<store::PyVersionedStore>()?;
     m.add_class::<record::PyVersionedRecord>()?;
+    m.add_class::<history::PyGroupHistory>()?;
+    m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_interval_ms, m)?)?;
     m.add_function(wrap_pyfunction!(read_changelog_header, m)?)?;
     m.add_function(wrap_pyfunction!(verify_changelog, m)?)?;
