@@ -1,4 +1,4 @@
-//! Typed columns to and from bytes, for keys and values of DataFrame rows.
+//! Typed columns to and from bytes, for keys and values of `DataFrame` rows.
 //!
 //! One row of several columns becomes one byte string in Arrow's row format (`arrow-row`):
 //! order-preserving, nulls allowed, decodable back to the same typed columns with the schema it
@@ -30,11 +30,11 @@ fn converter(schema: &Schema) -> PyResult<RowConverter> {
 /// given order, into one binary value per row.
 #[pyfunction]
 #[pyo3(signature = (data, columns = None))]
-pub(crate) fn encode_rows<'py>(
-    py: Python<'py>,
+pub(crate) fn encode_rows(
+    py: Python<'_>,
     data: PyRecordBatch,
     columns: Option<Vec<String>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'_, PyAny>> {
     let batch = data.into_inner();
     let batch = match columns {
         None => batch,
@@ -72,11 +72,11 @@ pub(crate) fn encode_rows<'py>(
 /// Decodes binary rows made by [`encode_rows`] back into a RecordBatch with `schema`. A null
 /// input row decodes to all-null columns.
 #[pyfunction]
-pub(crate) fn decode_rows<'py>(
-    py: Python<'py>,
+pub(crate) fn decode_rows(
+    py: Python<'_>,
     rows: PyArray,
     schema: PySchema,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'_, PyAny>> {
     let schema = schema.into_inner();
     let (array, _) = rows.into_inner();
     let binary = match array.data_type() {
