@@ -47,7 +47,8 @@ pub(crate) struct Txn<'s> {
     backend: &'s mut dyn Backend,
     pub(crate) state: &'s mut State,
     pending: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    dropped_below: Option<i64>,
+    /// Segments dropped by this transaction: `[lowest dropped, lowest live)`.
+    dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
     /// Accepted writes, in order, when the store records a changelog.
     pub(crate) log: Option<Vec<ChangelogRecord>>,
@@ -59,7 +60,7 @@ impl<'s> Txn<'s> {
             backend,
             state,
             pending: HashMap::new(),
-            dropped_below: None,
+            dropped: None,
             stream_time_changed: false,
             log: None,
         }
@@ -84,17 +85,17 @@ impl<'s> Txn<'s> {
         let config = self.state.config;
         let horizon = timestamp.saturating_sub(config.history_retention_ms());
         let lowest_live = config.segment_id(horizon);
-        if self.state.segments.drop_below(lowest_live) {
-            self.dropped_below = Some(
-                self.dropped_below
-                    .map_or(lowest_live, |d| d.max(lowest_live)),
-            );
+        if let Some(lowest_dropped) = self.state.segments.drop_below(lowest_live) {
+            let from = self
+                .dropped
+                .map_or(lowest_dropped, |(from, _)| from.min(lowest_dropped));
+            self.dropped = Some((from, lowest_live));
         }
     }
 
     fn is_dropped(&self, key: &[u8]) -> bool {
-        match (self.dropped_below, segment_of(key)) {
-            (Some(below), Some(segment)) => (0..below).contains(&segment),
+        match (self.dropped, segment_of(key)) {
+            (Some((from, to)), Some(segment)) => (from..to).contains(&segment),
             _ => false,
         }
     }
@@ -102,12 +103,12 @@ impl<'s> Txn<'s> {
     /// Applies everything atomically and returns the accepted writes it logged. On error
     /// nothing was written; the caller reloads state.
     pub(crate) fn commit(self) -> Result<Option<Vec<ChangelogRecord>>> {
-        let dropped_below = self.dropped_below;
+        let dropped = self.dropped;
         let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
             .pending
             .into_iter()
-            .filter(|(key, _)| match (dropped_below, segment_of(key)) {
-                (Some(below), Some(segment)) => !(0..below).contains(&segment),
+            .filter(|(key, _)| match (dropped, segment_of(key)) {
+                (Some((from, to)), Some(segment)) => !(from..to).contains(&segment),
                 _ => true,
             })
             .collect();
@@ -117,9 +118,9 @@ impl<'s> Txn<'s> {
                 Some(meta::encode_stream_time(self.state.stream_time)),
             ));
         }
-        if !writes.is_empty() || dropped_below.is_some() {
+        if !writes.is_empty() || dropped.is_some() {
             self.backend.write(WriteSet {
-                drop_segments_below: dropped_below,
+                drop_segments: dropped,
                 writes,
             })?;
         }

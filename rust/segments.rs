@@ -36,12 +36,12 @@ impl Segments {
         self.ids.insert(id);
     }
 
-    /// Drops every segment below `lowest_live`; returns whether any was live.
-    pub(crate) fn drop_below(&mut self, lowest_live: i64) -> bool {
+    /// Drops every segment below `lowest_live`; returns the lowest one that was live.
+    pub(crate) fn drop_below(&mut self, lowest_live: i64) -> Option<i64> {
         let kept = self.ids.split_off(&lowest_live);
-        let dropped = !self.ids.is_empty();
+        let lowest_dropped = self.ids.first().copied();
         self.ids = kept;
-        dropped
+        lowest_dropped
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -56,8 +56,8 @@ mod tests {
     #[test]
     fn drops_whole_segments_below_the_horizon() {
         let mut segments = Segments::from_ids([0, 1, 3, 7]);
-        assert!(!segments.drop_below(0));
-        assert!(segments.drop_below(3));
+        assert_eq!(segments.drop_below(0), None);
+        assert_eq!(segments.drop_below(3), Some(0));
         assert_eq!(segments.newest_first().collect::<Vec<_>>(), vec![7, 3]);
         assert_eq!(segments.newest_first_from(4).collect::<Vec<_>>(), vec![7]);
     }

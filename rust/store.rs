@@ -389,7 +389,7 @@ impl VersionedStore {
 
 fn initial_metadata(config: StoreConfig) -> WriteSet {
     WriteSet {
-        drop_segments_below: None,
+        drop_segments: None,
         writes: vec![
             (
                 storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),

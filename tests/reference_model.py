@@ -91,6 +91,10 @@ class ReferenceModel:
     def keys(self) -> list[bytes]:
         return list(self._times)
 
+    def timestamps(self, key: bytes) -> list[int]:
+        """Every version timestamp of key (values and tombstones, expired ones too), sorted."""
+        return list(self._times.get(key, []))
+
     def _newest(self, key: bytes) -> tuple[int, bytes | None] | None:
         times = self._times.get(key)
         if not times:

@@ -68,3 +68,10 @@ def test_encoding_preserves_order(rows: list[tuple[str | None, int]]) -> None:
     assert sorted(range(len(rows)), key=lambda i: encoded[i]) == sorted(
         range(len(rows)), key=lambda i: (key(rows[i]), encoded[i])
     )
+
+
+def test_zero_columns_encode_one_empty_value_per_row() -> None:
+    batch = pa.record_batch({"a": [1, 2, 3]})
+    encoded = encode_rows(batch, [])
+    assert encoded.to_pylist() == [b"", b"", b""]
+    assert decode_rows(encoded, pa.schema([])).num_rows == 3

@@ -239,7 +239,7 @@ def assert_grace_after_reopen(store: Any, model: ReferenceModel) -> None:
         (1, 20, 7, 0),
         (2, 0, 3, 57),
         (3, 50, 1, 700),
-        (4, 5, 25, 2_500),
+        (4, 5, 25, 1_500),
         (5, 20, 7, None),  # killed after the whole stream, store open and idle
     ],
 )

@@ -50,11 +50,10 @@ impl Backend for MemoryBackend {
     }
 
     fn write(&mut self, batch: WriteSet) -> Result<()> {
-        if let Some(lowest_live) = batch.drop_segments_below {
-            // Every key below the prefix of `lowest_live` belongs to a history segment below it
-            // (reserved segments have the top bit set and sort last).
-            let kept = self.map.split_off(&segment_prefix(lowest_live)[..]);
-            self.map = kept;
+        if let Some((from, to)) = batch.drop_segments {
+            let mut dropped = self.map.split_off(&segment_prefix(from)[..]);
+            let mut kept = dropped.split_off(&segment_prefix(to)[..]);
+            self.map.append(&mut kept);
         }
         for (key, value) in batch.writes {
             match value {

@@ -8,11 +8,15 @@ use crate::error::Result;
 pub(crate) mod memory;
 pub(crate) mod rocks;
 
-/// One atomic write: drop every history segment below `drop_segments_below`, then apply
+/// One atomic write: drop the history segments in `drop_segments` (`[from, to)`), then apply
 /// `writes` (`None` deletes the key).
+///
+/// The range starts at the lowest segment actually dropped, not at 0: ranges of successive
+/// writes then never overlap, and RocksDB never accumulates a pile of range tombstones over the
+/// same keys (each read would have to consult all of them).
 #[derive(Debug, Default)]
 pub(crate) struct WriteSet {
-    pub(crate) drop_segments_below: Option<i64>,
+    pub(crate) drop_segments: Option<(i64, i64)>,
     pub(crate) writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 

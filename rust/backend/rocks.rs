@@ -64,6 +64,31 @@ impl RocksBackend {
         })
     }
 
+    /// Deletes segments `[from, to)`. A range tombstone stays in the memtable (and costs every
+    /// read there) until flushed and compacted away, so small segments — the common case with
+    /// short intervals — are deleted key by key; larger ones with one range deletion.
+    fn drop_segments(&self, batch: &mut WriteBatch, from: i64, to: i64) -> Result<()> {
+        const POINT_DELETE_LIMIT: usize = 256;
+        let (start, end) = (segment_prefix(from), segment_prefix(to));
+        let mut keys = Vec::new();
+        let mut iter = self.db.raw_iterator();
+        iter.seek(start);
+        while let Some(key) = iter.key() {
+            if key >= &end[..] || keys.len() == POINT_DELETE_LIMIT {
+                break;
+            }
+            keys.push(key.to_vec());
+            iter.next();
+        }
+        iter.status().map_err(|e| self.storage_error(e))?;
+        if keys.len() < POINT_DELETE_LIMIT {
+            keys.iter().for_each(|key| batch.delete(key));
+        } else {
+            batch.delete_range(start, end);
+        }
+        Ok(())
+    }
+
     fn storage_error(&self, source: rocksdb::Error) -> Error {
         Error::Storage {
             path: self.path.clone(),
@@ -98,8 +123,8 @@ impl Backend for RocksBackend {
 
     fn write(&mut self, batch: WriteSet) -> Result<()> {
         let mut rocks_batch = WriteBatch::default();
-        if let Some(lowest_live) = batch.drop_segments_below {
-            rocks_batch.delete_range(segment_prefix(0), segment_prefix(lowest_live));
+        if let Some((from, to)) = batch.drop_segments {
+            self.drop_segments(&mut rocks_batch, from, to)?;
         }
         for (key, value) in &batch.writes {
             match value {

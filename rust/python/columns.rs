@@ -52,6 +52,12 @@ pub(crate) fn encode_rows(
                 .map_err(|e| PyValueError::new_err(e.to_string()))?
         }
     };
+    if batch.num_columns() == 0 {
+        // arrow-row has no rows without columns: every row encodes as the empty string.
+        let empty: BinaryArray = std::iter::repeat_n(Some(&b""[..]), batch.num_rows()).collect();
+        let exported = PyArray::from_array_ref(Arc::new(empty)).into_pyobject(py)?;
+        return py.import("pyarrow")?.getattr("array")?.call1((exported,));
+    }
     let converter = converter(&batch.schema())?;
     let encoded = py.detach(|| {
         converter.convert_columns(batch.columns()).map(|rows| {
@@ -84,6 +90,12 @@ pub(crate) fn decode_rows(
         _ => None,
     }
     .ok_or_else(|| PyTypeError::new_err("rows must be a binary array"))?;
+    if schema.fields().is_empty() {
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(binary.len()));
+        let batch = RecordBatch::try_new_with_options(schema, vec![], &options)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        return PyRecordBatch::new(batch).into_pyarrow(py);
+    }
     // Null input rows decode as a null-filled row: encode one and reuse its bytes.
     let converter = converter(&schema)?;
     let nulls: Vec<ArrayRef> = schema
