@@ -82,7 +82,9 @@ impl RocksBackend {
         }
         iter.status().map_err(|e| self.storage_error(e))?;
         if keys.len() < POINT_DELETE_LIMIT {
-            keys.iter().for_each(|key| batch.delete(key));
+            for key in &keys {
+                batch.delete(key);
+            }
         } else {
             batch.delete_range(start, end);
         }
