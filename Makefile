@@ -1,5 +1,6 @@
-# verstore: `make run` runs the example pipeline, `make test` runs every test. Both set up what
-# they need on a fresh machine: system packages, a .venv, Python dependencies, the extension.
+# verstore: `make run` runs the main job (a streaming as-of join on local Spark), `make test` runs
+# every test. Both set up what they need on a fresh machine: system packages, a .venv, Python
+# dependencies, the extension. Spark needs Java 17 on the PATH (or JAVA_HOME).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -11,17 +12,29 @@ PY := $(VENV)/bin/python
 # checkout on the machine shares the (slow) RocksDB C++ build.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/verstore/target
 PYTEST_FLAGS ?=
+# Flags for the main job, e.g. make run ARGS="--symbols 10000 --rows-per-batch 50000"
+ARGS ?=
 
-.PHONY: help run test setup system-deps develop build-release rust-test py-test test-fast bench lint clean
+.PHONY: help run run-restaurant java-check test setup system-deps develop build-release rust-test py-test test-fast bench lint clean
 
 help:
-	@echo "make run    - the example pipeline (examples/restaurant.py)"
+	@echo "make run    - the main job: streaming as-of join on local Spark (examples/spark_asof_pipeline.py)"
+	@echo "make run-restaurant - the restaurant bills and vote tally (examples/restaurant.py)"
 	@echo "make test   - Rust tests and pytest (Spark tests included)"
 	@echo "make bench  - benchmarks (numbers from the release build)"
 	@echo "make lint   - rustfmt, clippy, ruff, mypy, stubtest"
 
-run: develop
+run: develop java-check
+	$(PY) examples/spark_asof_pipeline.py $(ARGS)
+
+run-restaurant: develop
 	$(PY) examples/restaurant.py
+
+java-check:
+	@if [ -z "$${JAVA_HOME:-}" ] && ! command -v java >/dev/null 2>&1; then \
+	  echo "Spark needs Java 17: install it (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"; \
+	  exit 1; \
+	fi
 
 test: develop rust-test py-test
 
@@ -58,7 +71,7 @@ rust-test: system-deps
 
 py-test: develop
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
-	VERSTORE_BENCH_KEYS=2000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
+	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
 
 bench: develop
 	$(PY) -m pytest benches --benchmark-only --benchmark-sort=name $(PYTEST_FLAGS)

@@ -1,0 +1,129 @@
+"""Checkpoint locations: a local directory or a ``pyarrow.fs`` URI, and atomic file writes.
+
+A location is a root path on a filesystem. Local paths (and ``file://`` URIs) use
+``pyarrow.fs.LocalFileSystem``; ``s3://``, ``gs://``, ``abfs://`` and ``hdfs://`` URIs use the
+matching ``pyarrow.fs`` filesystem, configured with ``storage_options`` (for S3:
+``endpoint_override``, ``access_key``, ``secret_key``, ``region``, ``scheme``...).
+
+Atomicity: object stores make an object visible whole when its single PUT completes; on local
+and HDFS filesystems a file is written under a temporary name and renamed into place. Either
+way a reader sees a complete file or none.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.fs as pafs
+
+TMP_MARK = ".tmp-"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A root directory on a filesystem."""
+
+    filesystem: pafs.FileSystem
+    root: str
+    uri: str = field(default="")
+
+    @staticmethod
+    def resolve(uri: str, storage_options: Mapping[str, Any] | None = None) -> Location:
+        """Parses ``uri`` (a local path or a filesystem URI) into a location.
+
+        Args:
+            uri: ``/path``, ``file:///path``, ``s3://bucket/prefix``, ``gs://...``,
+                ``abfs://...`` or ``hdfs://...``.
+            storage_options: Keyword arguments for the filesystem (e.g. S3 credentials and
+                ``endpoint_override``).
+
+        Raises:
+            ValueError: The URI names no supported filesystem.
+        """
+        options = dict(storage_options or {})
+        uri = str(uri)
+        if "://" not in uri:
+            import os
+
+            return Location(pafs.LocalFileSystem(), os.path.abspath(uri), uri)
+        scheme, _, rest = uri.partition("://")
+        rest = rest.rstrip("/")
+        if scheme == "file":
+            return Location(pafs.LocalFileSystem(), "/" + rest.lstrip("/"), uri)
+        if scheme in ("s3", "s3a"):
+            return Location(pafs.S3FileSystem(**options), rest, uri)
+        if scheme in ("gs", "gcs"):
+            return Location(pafs.GcsFileSystem(**options), rest, uri)
+        if scheme in ("abfs", "abfss", "az"):
+            return Location(pafs.AzureFileSystem(**options), rest, uri)
+        if scheme == "hdfs":
+            filesystem, path = pafs.FileSystem.from_uri(uri)
+            return Location(filesystem, path, uri)
+        raise ValueError(f"checkpoint location {uri!r}: unsupported scheme {scheme!r}")
+
+    @property
+    def atomic_put(self) -> bool:
+        """Whether one write is already atomic (object stores)."""
+        return not isinstance(self.filesystem, pafs.LocalFileSystem | pafs.HadoopFileSystem)
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def describe(self, path: str) -> str:
+        """A path as the user would name it (with the URI scheme)."""
+        if "://" in self.uri:
+            scheme = self.uri.split("://", 1)[0]
+            return f"{scheme}://{path}"
+        return path
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.filesystem.open_input_stream(path) as stream:
+            return bytes(stream.read())
+
+    def read_head(self, path: str, size: int) -> bytes:
+        with self.filesystem.open_input_file(path) as handle:
+            return bytes(handle.read(size))
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Writes ``data`` so that ``path`` appears complete or not at all."""
+        parent = posixpath.dirname(path)
+        self.filesystem.create_dir(parent, recursive=True)
+        if self.atomic_put:
+            with self.filesystem.open_output_stream(path) as out:
+                out.write(data)
+            return
+        tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
+        with self.filesystem.open_output_stream(tmp) as out:
+            out.write(data)
+        if isinstance(self.filesystem, pafs.LocalFileSystem):
+            import os
+
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+        self.filesystem.move(tmp, path)
+
+    def upload(self, local_path: str, path: str) -> None:
+        """Copies a local file to ``path`` (a unique name: no atomic rename needed)."""
+        self.filesystem.create_dir(posixpath.dirname(path), recursive=True)
+        pafs.copy_files(local_path, path, destination_filesystem=self.filesystem)
+
+    def download(self, path: str, local_path: str) -> None:
+        pafs.copy_files(path, local_path, source_filesystem=self.filesystem)
+
+    def exists(self, path: str) -> bool:
+        return self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+
+    def list(self, path: str) -> Iterator[pafs.FileInfo]:
+        """Entries directly under ``path`` (nothing if it does not exist)."""
+        selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
+        yield from self.filesystem.get_file_info(selector)
+
+    def delete(self, path: str) -> None:
+        try:
+            self.filesystem.delete_file(path)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,574 @@
+"""Shared helpers and fixtures for the checkpoint durability tests (docs/checkpoint.md).
+
+Test modules load this file as a plugin (``pytest_plugins = ["checkpoint_helpers"]``) so that the
+session-scoped S3 server starts once per session, however many modules use it.
+
+* ``target``: a checkpoint location, parametrized over ``local`` (a directory under
+  ``tmp_path``) and ``s3`` (a fresh prefix in a bucket of the .venv's ``moto_server``, started
+  once per session; the ``s3`` cases skip when it is not installed). It opens partition stores,
+  commits op batches and reads or damages durable files.
+* ``make_target``/``share``/``replaced``: modules build one checkpoint per kind and share it
+  between read-only tests; a test that damages a file restores it (S3 round trips are slow).
+* ``Reference``: per committed version of the current version chain, the ops applied; it
+  replays them into ``VersionedStore.in_memory`` with the same retention and interval.
+* ``reads``: every read the tests compare (get latest and as-of, versions, stream time).
+
+Retention and segment interval are small (40 ms and 10 ms) so that op batches span several
+segments, expire old ones and get writes rejected; checkpoints take a snapshot every 3 versions
+and retain 4, so snapshots, SST reuse and cleanup all happen within a few commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import posixpath
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import pytest
+import verstore
+from verstore.checkpoint import CheckpointOptions, PartitionFiles, PartitionStore, decode_manifest
+from verstore.location import TMP_MARK, Location
+
+RETENTION_MS = 40
+SEGMENT_MS = 10
+STORE = "orders"
+OPTIONS = CheckpointOptions(
+    snapshot_interval=3, min_versions_to_retain=4, orphan_grace_s=0, lock_timeout_s=5
+)
+#: Options of a store that never snapshots (so only changelogs matter).
+NO_SNAPSHOTS = CheckpointOptions(
+    snapshot_interval=1_000, min_versions_to_retain=4, orphan_grace_s=0, lock_timeout_s=5
+)
+KEYS = [b"", b"a", b"b", b"k\x00", b"\xff\xff\xff"]
+#: The commit steps at which ``verstore.checkpoint.fault_hook`` is called, in order.
+COMMIT_STEPS = [
+    "before_changelog",
+    "after_changelog",
+    "during_snapshot_upload",
+    "before_manifest",
+    "after_manifest",
+    "after_local_state",
+]
+
+Op = tuple[str, bytes, "bytes | None", int]
+"""``("put" | "delete", key, value or None, timestamp)``."""
+
+
+# --- ops and the reference ----------------------------------------------------------------------
+
+
+def generate_ops(rng: random.Random, n: int, stream_time: int) -> list[Op]:
+    """A batch of ``n`` puts, tombstone puts and deletes continuing from ``stream_time``.
+
+    Timestamps trail the running stream time by up to the retention plus 5 (so some writes are
+    rejected) or lead it by up to one segment, with an occasional jump past the retention that
+    expires whole segments.
+    """
+    ops: list[Op] = []
+    for _ in range(n):
+        if rng.random() < 0.06:
+            ts = max(stream_time, 0) + RETENTION_MS + rng.randint(0, 2 * SEGMENT_MS)
+        else:
+            ts = max(0, stream_time + rng.randint(-RETENTION_MS - 5, SEGMENT_MS))
+        key = rng.choice(KEYS)
+        roll = rng.random()
+        if roll < 0.18:
+            ops.append(("delete", key, None, ts))
+        elif roll < 0.25:
+            ops.append(("put", key, None, ts))
+        else:
+            size = rng.choice([0, 1, 3, 8, 200])
+            ops.append(("put", key, rng.randbytes(size), ts))
+        stream_time = max(stream_time, ts)
+    return ops
+
+
+def record(rec: Any) -> tuple[bytes, int, int | None] | None:
+    """A record as a plain tuple (readable diffs), or None."""
+    return None if rec is None else (rec.value, rec.timestamp, rec.valid_to)
+
+
+def apply_ops(store: verstore.VersionedStore, ops: list[Op]) -> list[Any]:
+    """Applies ``ops`` in order; returns each op's result (put code or deleted record)."""
+    results: list[Any] = []
+    for kind, key, value, ts in ops:
+        if kind == "put":
+            results.append(store.put(key, value, ts))
+        else:
+            results.append(record(store.delete(key, ts)))
+    return results
+
+
+def reads(store: verstore.VersionedStore) -> dict[str, Any]:
+    """Every read the tests compare: stream time, latest, as-of around the horizon, versions."""
+    ost = store.observed_stream_time
+    low = max(0, ost - RETENTION_MS - 2 * SEGMENT_MS)
+    out: dict[str, Any] = {"observed_stream_time": ost}
+    for key in KEYS:
+        out[f"get {key!r}"] = record(store.get(key))
+        out[f"as_of {key!r}"] = [record(store.get(key, as_of=t)) for t in range(low, ost + 2)]
+        out[f"versions {key!r}"] = [record(r) for r in store.versions(key, ascending=True)]
+        out[f"versions {key!r} near horizon"] = [
+            record(r)
+            for r in store.versions(key, from_time=max(0, ost - RETENTION_MS), to_time=ost + 1)
+        ]
+    return out
+
+
+class Reference:
+    """The ops of each committed version of the current chain, replayed in memory on demand."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[Op]] = {}
+
+    def commit(self, version: int, ops: list[Op]) -> None:
+        """Records ``version`` (a retry of it drops every later version of the old chain)."""
+        assert version >= 1
+        assert all(v in self.batches for v in range(1, version)), "commit skips a version"
+        for v in [v for v in self.batches if v >= version]:
+            del self.batches[v]
+        self.batches[version] = list(ops)
+
+    @property
+    def newest(self) -> int:
+        return max(self.batches, default=0)
+
+    def store_at(self, version: int) -> verstore.VersionedStore:
+        store = verstore.VersionedStore.in_memory(
+            history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
+        )
+        for v in range(1, version + 1):
+            apply_ops(store, self.batches[v])
+        return store
+
+    def reads_at(self, version: int) -> dict[str, Any]:
+        with self.store_at(version) as store:
+            return reads(store)
+
+    def stream_time_at(self, version: int) -> int:
+        with self.store_at(version) as store:
+            return store.observed_stream_time
+
+
+# --- checkpoint locations -----------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """A checkpoint location (local or S3) plus a scratch area for local directories."""
+
+    kind: str
+    uri: str
+    storage_options: dict[str, Any] | None
+    scratch: Path
+    _counter: Iterator[int] = field(default_factory=lambda: iter(range(1_000_000)))
+
+    @property
+    def location(self) -> Location:
+        return Location.resolve(self.uri, self.storage_options)
+
+    def files(self, partition: int = 0, store: str = STORE) -> PartitionFiles:
+        return PartitionFiles(self.location, store, partition)
+
+    def new_local_dir(self) -> Path:
+        """A fresh, empty local directory (a new executor)."""
+        path = self.scratch / f"local-{next(self._counter)}"
+        path.mkdir(parents=True)
+        return path
+
+    def open(
+        self,
+        version: int,
+        local_dir: Path | None = None,
+        *,
+        options: CheckpointOptions = OPTIONS,
+        partition: int = 0,
+        store: str = STORE,
+        **kwargs: Any,
+    ) -> PartitionStore:
+        kwargs.setdefault("history_retention_ms", RETENTION_MS)
+        kwargs.setdefault("segment_interval_ms", SEGMENT_MS)
+        return PartitionStore.open(
+            self.uri,
+            store,
+            partition,
+            version,
+            local_dir if local_dir is not None else self.new_local_dir(),
+            storage_options=self.storage_options,
+            options=options,
+            **kwargs,
+        )
+
+    def commit(
+        self,
+        version: int,
+        ops: list[Op],
+        local_dir: Path | None = None,
+        *,
+        options: CheckpointOptions = OPTIONS,
+        partition: int = 0,
+        store: str = STORE,
+    ) -> int:
+        """Opens ``version``, applies ``ops`` and commits; returns the new version."""
+        part = self.open(version, local_dir, options=options, partition=partition, store=store)
+        apply_ops(part.store, ops)
+        return part.commit()
+
+    # durable files
+
+    def path(self, name: str, partition: int = 0, store: str = STORE) -> str:
+        """A path inside a partition's durable directory (``"3.changelog"``, ``"SSTs/..."``)."""
+        return posixpath.join(self.files(partition, store).dir, name)
+
+    def describe(self, path: str) -> str:
+        return self.location.describe(path)
+
+    def read(self, path: str) -> bytes:
+        return self.location.read_bytes(path)
+
+    def write(self, path: str, data: bytes) -> None:
+        self.location.write_atomic(path, data)
+
+    def remove(self, path: str) -> None:
+        self.location.filesystem.delete_file(path)
+
+    def exists(self, path: str) -> bool:
+        return self.location.exists(path)
+
+    def names(self, directory: str) -> set[str]:
+        return {info.base_name for info in self.location.list(directory)}
+
+    def manifest(self, version: int, partition: int = 0) -> dict[str, Any]:
+        path = self.path(f"{version}.snapshot", partition)
+        return decode_manifest(self.read(path), self.describe(path))
+
+    def cli_args(self) -> list[str]:
+        """The URI and ``--storage-option`` flags for the CLI (string options only: the CLI
+        passes every value as a string)."""
+        args = [self.uri]
+        for key, value in (self.storage_options or {}).items():
+            if isinstance(value, str):
+                args += ["--storage-option", f"{key}={value}"]
+        return args
+
+
+def open_and_read(
+    target: Target, version: int, local_dir: Path | None = None
+) -> tuple[dict[str, Any], bool]:
+    """Opens ``version`` (a fresh local directory by default): ``(reads, rebuilt)``; aborts."""
+    part = target.open(version, local_dir)
+    try:
+        return reads(part.store), part.rebuilt
+    finally:
+        part.abort()
+
+
+def assert_version_matches(
+    target: Target, ref: Reference, version: int, local_dir: Path | None = None
+) -> bool:
+    """Asserts that ``version`` opens with the reference's reads; returns whether it rebuilt."""
+    actual, rebuilt = open_and_read(target, version, local_dir)
+    assert actual == ref.reads_at(version), f"version {version} differs from the reference"
+    return rebuilt
+
+
+def commit_batches(
+    target: Target,
+    ref: Reference,
+    rng: random.Random,
+    start: int,
+    stop: int,
+    local_dir: Path,
+    *,
+    ops_per_batch: int = 25,
+    options: CheckpointOptions = OPTIONS,
+    partition: int = 0,
+) -> None:
+    """Commits versions ``start + 1 .. stop`` from ``start`` with seeded batches."""
+    for version in range(start, stop):
+        ops = generate_ops(rng, ops_per_batch, ref.stream_time_at(version))
+        new = target.commit(version, ops, local_dir, options=options, partition=partition)
+        assert new == version + 1
+        ref.commit(version + 1, ops)
+
+
+def assert_no_orphans(target: Target, partition: int = 0) -> None:
+    """Right after a cleanup with ``orphan_grace_s=0``: every SST is referenced, no temp files."""
+    files = target.files(partition)
+    _, snapshots, others = files.listing()
+    referenced = {
+        posixpath.basename(entry["durable"])
+        for v in snapshots
+        for entry in target.manifest(v, partition)["files"]
+    }
+    assert target.names(files.sst_dir) == referenced
+    assert not [o.base_name for o in others if o.base_name.startswith(TMP_MARK)]
+
+
+# --- fault injection ----------------------------------------------------------------------------
+
+_CHILD = """
+import json, os, signal, sys
+import verstore.checkpoint as cp
+
+args = json.loads(sys.argv[1])
+
+def hook(step):
+    if step == args["step"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+cp.fault_hook = hook
+part = cp.PartitionStore.open(
+    args["uri"], args["store"], 0, args["version"], args["local_dir"],
+    history_retention_ms=args["retention"], segment_interval_ms=args["interval"],
+    storage_options=args["storage_options"], options=cp.CheckpointOptions(**args["options"]),
+)
+for kind, key, value, ts in args["ops"]:
+    key = bytes.fromhex(key)
+    if kind == "put":
+        part.store.put(key, None if value is None else bytes.fromhex(value), ts)
+    else:
+        part.store.delete(key, ts)
+print("committed", part.commit(), flush=True)
+"""
+
+
+_REBUILD_CHILD = """
+import json, os, signal, sys
+import verstore.checkpoint as cp
+
+args = json.loads(sys.argv[1])
+
+def progress(phase, done, total):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+cp.PartitionStore.open(
+    args["uri"], args["store"], 0, args["version"], args["local_dir"],
+    history_retention_ms=args["retention"], segment_interval_ms=args["interval"],
+    storage_options=args["storage_options"], progress=progress,
+)
+print("opened", flush=True)
+"""
+
+
+def rebuild_in_child(
+    target: Target, version: int, local_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    """Opens ``version`` in a child process that SIGKILLs itself after replaying one changelog."""
+    args = {
+        "uri": target.uri,
+        "storage_options": target.storage_options,
+        "store": STORE,
+        "version": version,
+        "local_dir": str(local_dir),
+        "retention": RETENTION_MS,
+        "interval": SEGMENT_MS,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", _REBUILD_CHILD, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def commit_in_child(
+    target: Target,
+    version: int,
+    ops: list[Op],
+    local_dir: Path,
+    step: str,
+    options: CheckpointOptions = OPTIONS,
+) -> subprocess.CompletedProcess[str]:
+    """Commits ``ops`` on ``version`` in a child process that SIGKILLs itself at ``step``."""
+    args = {
+        "uri": target.uri,
+        "storage_options": target.storage_options,
+        "store": STORE,
+        "version": version,
+        "local_dir": str(local_dir),
+        "retention": RETENTION_MS,
+        "interval": SEGMENT_MS,
+        "options": {
+            "snapshot_interval": options.snapshot_interval,
+            "min_versions_to_retain": options.min_versions_to_retain,
+            "orphan_grace_s": options.orphan_grace_s,
+            "lock_timeout_s": options.lock_timeout_s,
+        },
+        "step": step,
+        "ops": [(k, key.hex(), None if v is None else v.hex(), ts) for k, key, v, ts in ops],
+    }
+    return subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+def _moto_server_executable() -> str | None:
+    """``moto_server`` of the test interpreter's environment (the project's .venv)."""
+    beside = Path(sys.executable).parent / "moto_server"
+    return str(beside) if beside.exists() else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[dict[str, Any]]:
+    """A ``moto_server`` on 127.0.0.1 with a bucket named ``bucket``; yields storage options."""
+    executable = _moto_server_executable()
+    if executable is None:
+        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
+    port = _free_port()
+    server = subprocess.Popen(
+        [executable, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
+                    break
+            except urllib.error.HTTPError as answered:  # any HTTP answer means it is up
+                answered.close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"moto_server did not start (exit code {server.poll()})")
+                time.sleep(0.1)
+        options: dict[str, Any] = {
+            "endpoint_override": f"127.0.0.1:{port}",
+            "scheme": "http",
+            "access_key": "testing",
+            "secret_key": "testing",
+            "region": "us-east-1",
+        }
+        pafs.S3FileSystem(**options, allow_bucket_creation=True).create_dir("bucket")
+        # The AWS SDK's default timeouts (1 s to connect, 3 s per request) are too short for
+        # moto on a loaded CI machine: a request that moto completes late is retried by the SDK
+        # (a retried CompleteMultipartUpload then fails) and the test fails for no reason.
+        yield {**options, "connect_timeout": 30.0, "request_timeout": 60.0}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def make_target(request: pytest.FixtureRequest, kind: str, scratch: Path) -> Target:
+    """A fresh, empty checkpoint location of ``kind`` (``local`` or ``s3``)."""
+    if kind == "local":
+        return Target("local", str(scratch / "checkpoint"), None, scratch)
+    options = request.getfixturevalue("s3_server")
+    return Target("s3", f"s3://bucket/{uuid.uuid4().hex}", dict(options), scratch)
+
+
+@pytest.fixture(params=["local", "s3"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """A fresh, empty checkpoint location of each kind."""
+    return make_target(request, request.param, tmp_path)
+
+
+@contextlib.contextmanager
+def replaced(target: Target, path: str, data: bytes | None) -> Iterator[None]:
+    """Replaces the durable file ``path`` by ``data`` (None: deletes it), restoring it after.
+
+    For tests that damage a checkpoint shared by several tests.
+    """
+    original = target.read(path)
+    if data is None:
+        target.remove(path)
+    else:
+        target.write(path, data)
+    try:
+        yield
+    finally:
+        target.write(path, original)
+
+
+def share(
+    template: tuple[Target, Reference, Path], scratch: Path
+) -> tuple[Target, Reference, Path]:
+    """A view of a shared checkpoint with its own scratch area and a copy of its local dir."""
+    shared, ref, local = template
+    target = Target(shared.kind, shared.uri, shared.storage_options, scratch)
+    copy = target.new_local_dir()
+    shutil.copytree(local, copy, dirs_exist_ok=True)
+    return target, ref, copy
+
+
+def flip_byte(data: bytes, offset: int) -> bytes:
+    """``data`` with the byte at ``offset`` inverted."""
+    return data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1 :]
+
+
+def first_sst(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest entry of the largest SST file."""
+    ssts = [e for e in manifest["files"] if e["name"].endswith(".sst")]
+    assert ssts, "the snapshot holds no SST file"
+    return dict(max(ssts, key=lambda e: e["size"]))
+
+
+def local_state(local_dir: Path, partition: int = 0) -> dict[str, Any]:
+    """The ``LOCAL.json`` of a local directory."""
+    state = json.loads((local_dir / STORE / f"p={partition}" / "LOCAL.json").read_text())
+    assert isinstance(state, dict)
+    return state
+
+
+__all__ = [
+    "COMMIT_STEPS",
+    "KEYS",
+    "NO_SNAPSHOTS",
+    "OPTIONS",
+    "RETENTION_MS",
+    "SEGMENT_MS",
+    "STORE",
+    "Op",
+    "Reference",
+    "Target",
+    "apply_ops",
+    "assert_no_orphans",
+    "assert_version_matches",
+    "commit_batches",
+    "commit_in_child",
+    "first_sst",
+    "flip_byte",
+    "generate_ops",
+    "local_state",
+    "make_target",
+    "open_and_read",
+    "reads",
+    "rebuild_in_child",
+    "record",
+    "replaced",
+    "share",
+]
