@@ -32,8 +32,9 @@ run-restaurant: develop
 
 java-check:
 	@if [ -z "$${JAVA_HOME:-}" ] && ! command -v java >/dev/null 2>&1; then \
-	  echo "Spark needs Java 17: install it (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"; \
-	  exit 1; \
+	  echo "installing a Java runtime for Spark"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; \
 	fi
 
 test: develop rust-test py-test
@@ -69,7 +70,7 @@ develop build-release: setup
 rust-test: system-deps
 	cargo test --release --quiet
 
-py-test: develop
+py-test: develop java-check
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
 	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
 

@@ -1,0 +1,40 @@
+"""verstore on PySpark Structured Streaming (needs the ``verstore[spark]`` extra).
+
+Partition mode (``repartition`` + ``mapInArrow``) runs the store next to the data: each task
+opens its partition's stores at the micro-batch's version and commits when done. See
+``docs/spark.md``.
+"""
+
+from verstore.spark._conf import TaskConf, configure
+from verstore.spark._runtime import (
+    PartitionContext,
+    StoreSpec,
+    map_partitions_with_stores,
+    partition_stores,
+)
+from verstore.spark.joins import asof_join
+from verstore.spark.stateful import (
+    HISTORY_STATE_SCHEMA,
+    GroupHistory,
+    VersionedStatefulProcessor,
+    load_history,
+    save_history,
+)
+from verstore.spark.tables import latest_by_timestamp, versioned_table_join
+
+__all__ = [
+    "HISTORY_STATE_SCHEMA",
+    "GroupHistory",
+    "PartitionContext",
+    "StoreSpec",
+    "TaskConf",
+    "VersionedStatefulProcessor",
+    "asof_join",
+    "configure",
+    "latest_by_timestamp",
+    "load_history",
+    "map_partitions_with_stores",
+    "partition_stores",
+    "save_history",
+    "versioned_table_join",
+]

@@ -1,0 +1,121 @@
+"""``spark.verstore.*`` settings: written on the driver by :func:`configure`, read in tasks.
+
+Every session conf whose name starts with ``spark.`` reaches Python tasks as a local property,
+so tasks read their settings from ``TaskContext.getLocalProperty`` and no closure carries them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+PREFIX = "spark.verstore."
+CHECKPOINT_ROOT = PREFIX + "checkpointRoot"
+STORAGE_OPTIONS = PREFIX + "storageOptions"
+LOCAL_DIR = PREFIX + "localDir"
+SNAPSHOT_INTERVAL = PREFIX + "snapshotInterval"
+MIN_VERSIONS_TO_RETAIN = PREFIX + "minVersionsToRetain"
+LOCK_TIMEOUT_S = PREFIX + "lockTimeoutSeconds"
+
+
+def configure(
+    spark: Any,
+    checkpoint_root: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    local_dir: str | None = None,
+    snapshot_interval: int | None = None,
+    min_versions_to_retain: int | None = None,
+) -> None:
+    """Points verstore at a checkpoint location for this Spark session.
+
+    Args:
+        spark: The SparkSession.
+        checkpoint_root: Where stores keep their durable versions: a path reachable from every
+            executor or a ``pyarrow.fs`` URI (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``).
+            A ``verstore/`` folder beside the query's checkpoint location is a good choice.
+        storage_options: Filesystem options for a URI (e.g. S3 credentials, endpoint).
+        local_dir: Where executors keep local working copies (default: the first of
+            ``SPARK_LOCAL_DIRS``, else the system temp directory).
+        snapshot_interval: Commits between incremental snapshots (default 10).
+        min_versions_to_retain: Versions kept rebuildable by cleanup (default 100).
+    """
+    if not checkpoint_root:
+        raise ValueError("checkpoint_root must be a non-empty path or URI")
+    spark.conf.set(CHECKPOINT_ROOT, str(checkpoint_root))
+    spark.conf.set(STORAGE_OPTIONS, json.dumps(storage_options or {}))
+    for key, value in (
+        (LOCAL_DIR, local_dir),
+        (SNAPSHOT_INTERVAL, snapshot_interval),
+        (MIN_VERSIONS_TO_RETAIN, min_versions_to_retain),
+    ):
+        if value is not None:
+            spark.conf.set(key, str(value))
+        else:
+            spark.conf.unset(key)
+
+
+@dataclass(frozen=True)
+class TaskConf:
+    """What a task needs to open its partition stores."""
+
+    checkpoint_root: str
+    storage_options: dict[str, Any]
+    local_dir: str
+    batch_id: int
+    partition: int
+    query_id: str
+    snapshot_interval: int
+    min_versions_to_retain: int
+    lock_timeout_s: float
+
+    @staticmethod
+    def current() -> TaskConf:
+        """Reads the settings of the running task.
+
+        Raises:
+            RuntimeError: Not inside a Spark task, not in a streaming query, or
+                :func:`configure` was not called.
+        """
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            raise RuntimeError("verstore.spark: not running inside a Spark task")
+
+        def prop(name: str) -> str | None:
+            value = ctx.getLocalProperty(name)
+            return None if value in (None, "") else str(value)
+
+        root = prop(CHECKPOINT_ROOT)
+        if root is None:
+            raise RuntimeError(
+                "verstore.spark: no checkpoint location; call "
+                "verstore.spark.configure(spark, checkpoint_root) before starting the query"
+            )
+        batch = prop("streaming.sql.batchId")
+        if batch is None:
+            raise RuntimeError(
+                "verstore.spark: no micro-batch id; verstore's stateful operators run in "
+                "streaming queries only"
+            )
+        query_id = prop("sql.streaming.queryId") or "batch"
+        local = prop(LOCAL_DIR)
+        if local is None:
+            dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
+            base = dirs.split(",")[0] if dirs else tempfile.gettempdir()
+            local = os.path.join(base, "verstore")
+        return TaskConf(
+            checkpoint_root=root,
+            storage_options=json.loads(prop(STORAGE_OPTIONS) or "{}"),
+            local_dir=os.path.join(local, query_id),
+            batch_id=int(batch),
+            partition=ctx.partitionId(),
+            query_id=query_id,
+            snapshot_interval=int(prop(SNAPSHOT_INTERVAL) or 10),
+            min_versions_to_retain=int(prop(MIN_VERSIONS_TO_RETAIN) or 100),
+            lock_timeout_s=float(prop(LOCK_TIMEOUT_S) or 60),
+        )

@@ -1,0 +1,150 @@
+"""Partition mode: each task opens its partition's stores at the micro-batch's version, hands
+the partition's Arrow batches to a function, and commits when the input is exhausted.
+
+Task ``(batch b, partition p)`` opens version ``b`` of every store it uses and commits
+``b + 1`` after the function has consumed all input and produced all output. A retried task
+(any failure before or after the commit) opens version ``b`` again — never "latest" — so it
+recomputes exactly the same output from exactly the same state. Output is materialized before
+the commit and yielded after it: a task never commits state for output it did not produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from verstore._core import VersionedStore
+from verstore.checkpoint import CheckpointOptions, PartitionStore
+from verstore.spark._conf import PREFIX, TaskConf
+
+#: Fault injection for tests: with this conf set to "true", a task raises right after its
+#: commit on its first attempt, so that Spark retries a task whose state is already committed.
+FAIL_AFTER_COMMIT = PREFIX + "test.failAfterCommit"
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """A store a partition function uses: its name and semantics settings (picklable).
+
+    Attributes:
+        history_retention_ms: History retention, also the grace period for writes.
+        segment_interval_ms: Segment interval; None applies Kafka's default rule.
+    """
+
+    history_retention_ms: int
+    segment_interval_ms: int | None = None
+
+
+@dataclass
+class PartitionContext:
+    """What a partition function gets besides its input: the open stores and where it runs."""
+
+    stores: dict[str, VersionedStore]
+    batch_id: int
+    partition: int
+    rebuilt: dict[str, bool]
+
+    def store(self, name: str) -> VersionedStore:
+        try:
+            return self.stores[name]
+        except KeyError:
+            have = sorted(self.stores)
+            raise KeyError(f"no store named {name!r}; this task has {have}") from None
+
+
+@contextmanager
+def partition_stores(
+    specs: Mapping[str, StoreSpec], *, num_partitions: int | None
+) -> Iterator[PartitionContext]:
+    """Opens the task's partition of every store at the batch's version; commits all on a clean
+    exit, aborts all on an exception."""
+    conf = TaskConf.current()
+    options = CheckpointOptions(
+        snapshot_interval=conf.snapshot_interval,
+        min_versions_to_retain=conf.min_versions_to_retain,
+        lock_timeout_s=conf.lock_timeout_s,
+    )
+    opened: dict[str, PartitionStore] = {}
+    try:
+        for name, spec in specs.items():
+            opened[name] = PartitionStore.open(
+                conf.checkpoint_root,
+                name,
+                conf.partition,
+                conf.batch_id,
+                conf.local_dir,
+                history_retention_ms=spec.history_retention_ms,
+                segment_interval_ms=spec.segment_interval_ms,
+                storage_options=conf.storage_options,
+                options=options,
+                num_partitions=num_partitions,
+            )
+        yield PartitionContext(
+            stores={name: p.store for name, p in opened.items()},
+            batch_id=conf.batch_id,
+            partition=conf.partition,
+            rebuilt={name: p.rebuilt for name, p in opened.items()},
+        )
+    except BaseException:
+        for p in opened.values():
+            p.abort()
+        raise
+    try:
+        for p in opened.values():
+            p.commit()
+    except BaseException:
+        for p in opened.values():  # release the stores not committed yet (no-op for the others)
+            p.abort()
+        raise
+    _maybe_fail_after_commit()
+
+
+def _maybe_fail_after_commit() -> None:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is not None and ctx.getLocalProperty(FAIL_AFTER_COMMIT) == "true":
+        if ctx.attemptNumber() == 0:
+            raise RuntimeError("verstore fault injection: failing after commit on attempt 0")
+
+
+PartitionFn = Callable[[PartitionContext, Iterator[Any]], Iterable[Any]]
+
+
+def map_partitions_with_stores(
+    df: Any,
+    *,
+    keys: list[str],
+    num_partitions: int,
+    stores: Mapping[str, StoreSpec],
+    fn: PartitionFn,
+    schema: Any,
+) -> Any:
+    """The escape hatch: run ``fn(ctx, batches)`` once per partition per micro-batch.
+
+    ``df`` is repartitioned by ``keys`` into ``num_partitions`` (recorded in each store; a
+    change across restarts is refused), then ``fn`` receives a :class:`PartitionContext` with
+    the partition's stores open at the batch's version and an iterator of
+    ``pyarrow.RecordBatch``; it returns or yields ``pyarrow.RecordBatch`` of ``schema``. Use
+    batch store calls only. ``fn`` must be deterministic for exactly-once results.
+
+    Args:
+        df: A streaming DataFrame.
+        keys: Columns that decide the partition of a row (all rows of a key meet in one task).
+        num_partitions: The number of partitions (fixed for the life of the stores).
+        stores: Store name -> :class:`StoreSpec`.
+        fn: The partition function.
+        schema: The output schema (a ``StructType`` or DDL string).
+    """
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    specs = dict(stores)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        with partition_stores(specs, num_partitions=num_partitions) as ctx:
+            output = list(fn(ctx, batches))
+        yield from output
+
+    return df.repartition(num_partitions, *keys).mapInArrow(run, schema)

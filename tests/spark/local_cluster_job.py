@@ -1,0 +1,84 @@
+"""An ``asof_join`` query on ``local-cluster[2,1,1024]``, run by ``test_local_cluster.py``.
+
+A separate process: one SparkContext per process, and the test session already has one.
+Usage: ``python local_cluster_job.py <work dir>``; the work dir holds the input directories
+``orders/`` and ``prices/`` (written by the test with ``streams.write_batches``). Prints one
+JSON line: the output rows per batch id and, per executor, the store partitions whose local
+copies it holds and the process id of its Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from streams import Collector, gen_schemas, ms, read_sources, run_available_now
+
+
+def main(work: Path) -> None:
+    import verstore.spark
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .appName("verstore-local-cluster")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(work / "spark-local"))
+        .config("spark.task.maxFailures", "1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        # No local_dir: each executor keeps its copies under its own SPARK_LOCAL_DIRS, so a
+        # partition that moves to the other executor is rebuilt from the checkpoint.
+        verstore.spark.configure(spark, str(work / "verstore"), snapshot_interval=2)
+        stream_ddl, _, table_ddl, _ = gen_schemas(False)
+        orders, prices = read_sources(
+            spark, work / "orders", work / "prices", stream_ddl, table_ddl
+        )
+        joined = verstore.spark.asof_join(
+            orders,
+            prices,
+            on=["region", "item"],
+            stream_time="t",
+            table_time="valid_from",
+            table_values=["price", "currency"],
+            how="left",
+            tie_breaker="seq",
+            num_partitions=4,
+        )
+        sink = Collector()
+        run_available_now(joined, work / "chk", sink, timeout_s=300)
+        executors = sorted(
+            {
+                str(p.relative_to(work / "spark-local")).split("/verstore/")[0]: []
+                for p in (work / "spark-local").glob("**/verstore/*/asof/p=*")
+            }
+        )
+        holdings: dict[str, list[int]] = {e: [] for e in executors}
+        for p in (work / "spark-local").glob("**/verstore/*/asof/p=*"):
+            executor = str(p.relative_to(work / "spark-local")).split("/verstore/")[0]
+            holdings[executor].append(int(p.name.removeprefix("p=")))
+        result: dict[str, Any] = {
+            "batches": {
+                str(b): [{k: ms(v) for k, v in row.items()} for row in rows]
+                for b, rows in sink.batches.items()
+            },
+            "calls": sink.calls,
+            "store_partitions_by_executor_dir": {e: sorted(v) for e, v in holdings.items()},
+            "executors": spark.sparkContext._jsc.sc().getExecutorIds().size(),
+        }
+        print("RESULT " + json.dumps(result), flush=True)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    main(Path(sys.argv[1]))

@@ -1,0 +1,340 @@
+"""Micro-batch streams for the Spark tests, and the as-of join oracle.
+
+A test describes its input as a list of :class:`Batch` (stream rows and table rows of one
+micro-batch). :func:`write_batches` writes batch ``i`` as one parquet file in each of two input
+directories (an empty file when a side has no rows, so both sides stay aligned) with increasing
+modification times; :func:`read_sources` reads them with ``maxFilesPerTrigger=1``, and a query
+run with ``trigger(availableNow=True)`` then makes file pair ``i`` micro-batch ``i`` (checked by
+:func:`batch_input_rows` from the query's progress).
+
+:class:`Collector` is a ``foreachBatch`` sink keyed by batch id (a replayed batch replaces its
+rows: the idempotent sink exactly-once needs), and :func:`asof_oracle` computes the expected
+join per batch with pandas ``merge_asof`` against every table row of batches <= the current one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+#: Modification time of the first input file; file i gets BASE_MTIME + i seconds.
+BASE_MTIME = 1_700_000_000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Batch:
+    """The input rows of one micro-batch."""
+
+    stream: list[dict[str, Any]] = field(default_factory=list)
+    table: list[dict[str, Any]] = field(default_factory=list)
+
+
+def write_batches(
+    stream_dir: Path,
+    table_dir: Path,
+    batches: list[Batch],
+    stream_schema: pa.Schema,
+    table_schema: pa.Schema,
+    *,
+    start: int = 0,
+) -> None:
+    """Writes batch ``start + i`` as ``part-<n>.parquet`` in both directories."""
+    for offset, batch in enumerate(batches):
+        index = start + offset
+        for directory, rows, schema in (
+            (stream_dir, batch.stream, stream_schema),
+            (table_dir, batch.table, table_schema),
+        ):
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"part-{index:05d}.parquet"
+            tmp = directory / f".tmp-part-{index:05d}.parquet"  # hidden: Spark skips dot files
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+            os.utime(tmp, (BASE_MTIME + index, BASE_MTIME + index))
+            os.replace(tmp, path)
+
+
+def read_sources(
+    spark: Any, stream_dir: Path, table_dir: Path, stream_ddl: str, table_ddl: str
+) -> tuple[Any, Any]:
+    """The two streaming DataFrames, one input file per micro-batch each."""
+
+    def read(directory: Path, ddl: str) -> Any:
+        return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(directory))
+
+    return read(stream_dir, stream_ddl), read(table_dir, table_ddl)
+
+
+class Collector:
+    """A ``foreachBatch`` sink that keeps each batch's rows (as Arrow-converted dicts).
+
+    Attributes:
+        batches: batch id -> rows of its latest execution.
+        calls: batch ids in the order the sink saw them (a replayed batch appears twice).
+    """
+
+    def __init__(self, fail_on_batch: int | None = None) -> None:
+        self.batches: dict[int, list[dict[str, Any]]] = {}
+        self.calls: list[int] = []
+        self.fail_on_batch = fail_on_batch
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = df.toArrow().to_pylist()
+        self.batches[batch_id] = rows
+        self.calls.append(batch_id)
+        if batch_id == self.fail_on_batch:
+            raise RuntimeError(f"test sink: failing after batch {batch_id}'s output was computed")
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for b in sorted(self.batches) for row in self.batches[b]]
+
+
+def run_available_now(df: Any, checkpoint: Path, sink: Collector, *, timeout_s: float = 120) -> Any:
+    """Runs ``df`` into ``sink`` until every input file is processed; returns the query."""
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        finished = query.awaitTermination(timeout_s)
+    except Exception:
+        query.stop()
+        raise
+    if not finished:
+        query.stop()
+        raise AssertionError(f"query did not finish within {timeout_s} s")
+    return query
+
+
+def batch_input_rows(query: Any, directory: Path) -> dict[int, int]:
+    """batch id -> input rows the source reading ``directory`` contributed (from progress)."""
+    wanted = str(directory)
+    out: dict[int, int] = {}
+    for progress in query.recentProgress:
+        for source in progress.sources:
+            if wanted in source.description:
+                out[progress.batchId] = int(source.numInputRows)
+    return out
+
+
+# --- data --------------------------------------------------------------------------------------
+
+
+def ms(value: Any) -> Any:
+    """Epoch milliseconds of a datetime (naive = UTC); other values unchanged."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return (value - EPOCH) // timedelta(milliseconds=1)
+    return value
+
+
+def ts(millis: int) -> datetime:
+    return EPOCH + timedelta(milliseconds=millis)
+
+
+def normalized(rows: list[dict[str, Any]], columns: list[str]) -> Counter[tuple[Any, ...]]:
+    """Rows as a multiset of tuples over ``columns``, times as epoch ms."""
+    return Counter(tuple(ms(row[c]) for c in columns) for row in rows)
+
+
+def generate(
+    seed: int,
+    *,
+    batches: int = 5,
+    stream_rows: int = 14,
+    table_rows: int = 6,
+    max_time: int = 60,
+    timestamps: bool = False,
+) -> list[Batch]:
+    """Orders and price updates, out of order within and across batches.
+
+    Keys are ``(region, item)``; times are drawn from the whole range in every batch, so late
+    orders and late price updates are common, and so are equal (key, time) updates, within a
+    batch and across batches (with equal and unequal ``seq`` tie-breakers). Some currency values
+    are null.
+    """
+    rng = random.Random(seed)
+    keys = [(r, i) for r in (1, 2) for i in ("curry", "naan", "dal")]
+    out = []
+    order_id = 0
+    for b in range(batches):
+        batch = Batch()
+        for _ in range(stream_rows):
+            region, item = rng.choice(keys)
+            t = rng.randrange(max_time + 10)
+            batch.stream.append(
+                {
+                    "order_id": order_id,
+                    "region": region,
+                    "item": item,
+                    "qty": rng.randint(1, 5),
+                    "t": ts(t) if timestamps else t,
+                    "batch": b,
+                }
+            )
+            order_id += 1
+        for _ in range(table_rows):
+            region, item = rng.choice(keys)
+            t = rng.randrange(0, max_time, 5)  # few distinct times: equal (key, time) pairs
+            batch.table.append(
+                {
+                    "region": region,
+                    "item": item,
+                    "price": float(rng.randint(1, 20)),
+                    "currency": rng.choice(["EUR", "USD", None]),
+                    "seq": rng.randrange(3),
+                    "valid_from": ts(t) if timestamps else t,
+                }
+            )
+        out.append(batch)
+    return out
+
+
+GEN_STREAM_DDL = "order_id LONG, region INT, item STRING, qty INT, t {time}, batch INT"
+GEN_TABLE_DDL = "region INT, item STRING, price DOUBLE, currency STRING, seq INT, valid_from {time}"
+
+
+def gen_schemas(timestamps: bool) -> tuple[str, pa.Schema, str, pa.Schema]:
+    time_ddl = "TIMESTAMP" if timestamps else "LONG"
+    time_pa = pa.timestamp("us", tz="UTC") if timestamps else pa.int64()
+    stream = pa.schema(
+        [
+            ("order_id", pa.int64()),
+            ("region", pa.int32()),
+            ("item", pa.string()),
+            ("qty", pa.int32()),
+            ("t", time_pa),
+            ("batch", pa.int32()),
+        ]
+    )
+    table = pa.schema(
+        [
+            ("region", pa.int32()),
+            ("item", pa.string()),
+            ("price", pa.float64()),
+            ("currency", pa.string()),
+            ("seq", pa.int32()),
+            ("valid_from", time_pa),
+        ]
+    )
+    return (
+        GEN_STREAM_DDL.format(time=time_ddl),
+        stream,
+        GEN_TABLE_DDL.format(time=time_ddl),
+        table,
+    )
+
+
+# --- the oracle --------------------------------------------------------------------------------
+
+
+def asof_oracle(
+    batches: list[Batch],
+    *,
+    on: list[str],
+    stream_time: str,
+    table_time: str,
+    values: list[str],
+    table_schema: pa.Schema,
+    how: str,
+    tie_breaker: str | None,
+) -> list[dict[str, Any]]:
+    """The expected as-of join: per batch, pandas ``merge_asof`` of the batch's stream rows
+    against the winners of every table row of batches <= the current one.
+
+    The winner of an equal (key, time) group, as ``asof_join`` documents it: with a
+    tie-breaker the largest tie-breaker, then the latest batch, then the largest encoded value
+    bytes; without one the latest batch, then the largest encoded value bytes. Times come out
+    as epoch ms.
+    """
+    import pandas as pd
+    from verstore._core import encode_rows
+
+    stored = [*values, *([tie_breaker] if tie_breaker else [])]
+    seen: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+    for b, batch in enumerate(batches):
+        if batch.table:
+            encoded = encode_rows(
+                pa.RecordBatch.from_pylist(batch.table, schema=table_schema), stored
+            ).to_pylist()
+            for row, vbytes in zip(batch.table, encoded, strict=True):
+                if all(row[c] is not None for c in on) and row[table_time] is not None:
+                    seen.append({**row, "_t": ms(row[table_time]), "_batch": b, "_vbytes": vbytes})
+        if not batch.stream:
+            continue
+        stream = pd.DataFrame(
+            [{**r, "_t": ms(r[stream_time]), "_i": i} for i, r in enumerate(batch.stream)]
+        )
+        table = pd.DataFrame([r for r in seen if r["_t"] >= 0])
+        if len(table):
+            order = [*on, "_t", *([tie_breaker] if tie_breaker else []), "_batch", "_vbytes"]
+            table = table.sort_values(order, kind="stable")
+            table = table.drop_duplicates([*on, "_t"], keep="last")
+            table = table.sort_values([*on, "_t"])
+            table["_to"] = table.groupby(on)["_t"].shift(-1)
+            right = table[[*on, "_t", "_to", *values]].rename(
+                columns={"_t": "_from_r", **{v: f"_v_{v}" for v in values}}
+            )
+            right["_tt"] = right["_from_r"]
+            joined = pd.merge_asof(
+                stream.sort_values("_t"),
+                right.sort_values("_tt"),
+                left_on="_t",
+                right_on="_tt",
+                by=on,
+                direction="backward",
+                allow_exact_matches=True,
+            ).sort_values("_i")
+        else:
+            joined = stream.assign(_from_r=None, _to=None, **{f"_v_{v}": None for v in values})
+        for rec in joined.to_dict("records"):
+            matched = _present(rec["_from_r"])
+            if how == "inner" and not matched:
+                continue
+            row = {k: batch.stream[rec["_i"]][k] for k in batch.stream[0]}
+            for v in values:
+                row[v] = rec[f"_v_{v}"] if matched and _present(rec[f"_v_{v}"]) else None
+            row["table_valid_from"] = int(rec["_from_r"]) if matched else None
+            row["table_valid_to"] = int(rec["_to"]) if matched and _present(rec["_to"]) else None
+            out.append({k: ms(v) for k, v in row.items()})
+    return out
+
+
+def _present(value: Any) -> bool:
+    import pandas as pd
+
+    return value is not None and not (isinstance(value, float) and pd.isna(value))
+
+
+def gen_oracle(
+    batches: list[Batch], *, how: str, tie_breaker: str | None, timestamps: bool = False
+) -> list[Any]:
+    _, _, _, table_pa = gen_schemas(timestamps)
+    return asof_oracle(
+        batches,
+        on=["region", "item"],
+        stream_time="t",
+        table_time="valid_from",
+        values=["price", "currency"],
+        table_schema=table_pa,
+        how=how,
+        tie_breaker=tie_breaker,
+    )
+
+
+OUT_COLUMNS = [
+    "order_id", "region", "item", "qty", "t", "batch",
+    "price", "currency", "table_valid_from", "table_valid_to",
+]  # fmt: skip

@@ -1,0 +1,157 @@
+"""Exactly-once ``asof_join`` under failures: no duplicates, no losses, equal to the oracle.
+
+* A task fails right after committing its store version (fault injection), and Spark retries it.
+* A query fails after a batch's output was computed and its stores committed, and is restarted
+  from its Spark checkpoint with every local verstore directory deleted.
+* The same restart with the verstore checkpoint on an S3-compatible server (``moto_server``).
+
+The sink is ``foreachBatch`` keyed by batch id (``streams.Collector``): a replayed batch
+replaces its output, as an idempotent sink does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import pytest
+import verstore.spark
+from verstore.spark import asof_join
+from verstore.spark._runtime import FAIL_AFTER_COMMIT
+
+pytest.register_assert_rewrite("streams")
+from streams import (  # noqa: E402 (imported once marked for rewriting)
+    OUT_COLUMNS,
+    Batch,
+    Collector,
+    gen_oracle,
+    gen_schemas,
+    generate,
+    normalized,
+    read_sources,
+    run_available_now,
+    write_batches,
+)
+
+pytest_plugins = ["checkpoint_helpers"]  # the session's moto_server (fixture s3_server)
+
+
+def start(spark: Any, tmp_path: Path, *, tie_breaker: str | None = "seq") -> Any:
+    stream_ddl, _, table_ddl, _ = gen_schemas(False)
+    orders, prices = read_sources(
+        spark, tmp_path / "orders", tmp_path / "prices", stream_ddl, table_ddl
+    )
+    return asof_join(
+        orders,
+        prices,
+        on=["region", "item"],
+        stream_time="t",
+        table_time="valid_from",
+        table_values=["price", "currency"],
+        how="left",
+        tie_breaker=tie_breaker,
+    )
+
+
+def write(tmp_path: Path, batches: list[Batch], start_at: int = 0) -> None:
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(
+        tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa, start=start_at
+    )
+
+
+def assert_matches_oracle(sink: Collector, batches: list[Batch]) -> None:
+    assert sorted(sink.batches) == list(range(len(batches)))
+    expected = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    assert len(sink.rows()) == sum(len(b.stream) for b in batches)  # no losses, no duplicates
+
+
+def failed_tasks(spark: Any, query: Any) -> int:
+    """Failed task attempts of a query's jobs (a streaming query's job group is its run id)."""
+    tracker = spark.sparkContext.statusTracker()
+    total = 0
+    for job in tracker.getJobIdsForGroup(str(query.runId)):
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else []:
+            stage_info = tracker.getStageInfo(stage)
+            total += stage_info.numFailedTasks if stage_info else 0
+    return total
+
+
+def test_task_failing_after_its_commit_is_retried_exactly_once(spark: Any, tmp_path: Path) -> None:
+    verstore.spark.configure(
+        spark, str(tmp_path / "verstore"), local_dir=str(tmp_path / "local"), snapshot_interval=2
+    )
+    batches = generate(21, batches=4)
+    write(tmp_path, batches)
+    sink = Collector()
+    spark.conf.set(FAIL_AFTER_COMMIT, "true")
+    try:
+        joined = start(spark, tmp_path)
+        query = run_available_now(joined, tmp_path / "chk", sink)
+    finally:
+        spark.conf.unset(FAIL_AFTER_COMMIT)
+    # every store task of every batch failed once after committing (2 partitions x 4 batches)
+    assert failed_tasks(spark, query) == 2 * len(batches)
+    assert sink.calls == [0, 1, 2, 3]
+    assert_matches_oracle(sink, batches)
+
+
+def run_with_restart(spark: Any, tmp_path: Path, local: Path) -> tuple[Collector, list[Any]]:
+    """Batches 0-2 run, the sink fails on batch 2 after its output (and stores) were computed;
+    every local store directory is deleted; the query restarts with batches 3-4 added."""
+    batches = generate(31, batches=5)
+    write(tmp_path, batches[:3])
+    sink = Collector(fail_on_batch=2)
+    with pytest.raises(Exception, match="failing after batch 2"):
+        run_available_now(start(spark, tmp_path), tmp_path / "chk", sink)
+    first_run_batch_2 = sink.batches[2]
+    assert sink.calls == [0, 1, 2]
+    assert local.is_dir()
+    shutil.rmtree(local)
+
+    write(tmp_path, batches[3:], start_at=3)
+    sink.fail_on_batch = None
+    run_available_now(start(spark, tmp_path), tmp_path / "chk", sink)
+    assert sink.calls == [0, 1, 2, 2, 3, 4]  # batch 2 replayed from Spark's offset log
+    assert normalized(sink.batches[2], OUT_COLUMNS) == normalized(first_run_batch_2, OUT_COLUMNS)
+    assert_matches_oracle(sink, batches)
+    return sink, batches
+
+
+def test_restart_from_checkpoint_with_local_state_deleted(spark: Any, tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    verstore.spark.configure(
+        spark, str(tmp_path / "verstore"), local_dir=str(local), snapshot_interval=2
+    )
+    run_with_restart(spark, tmp_path, local)
+    # versions 1..5 of each partition are durable; snapshots every 2 versions
+    for p in (0, 1):
+        names = {f.name for f in (tmp_path / "verstore" / "asof" / f"p={p}").iterdir()}
+        assert {f"{v}.changelog" for v in range(1, 6)} <= names
+        assert {"2.snapshot", "4.snapshot"} <= names
+
+
+def test_restart_with_checkpoint_on_s3(
+    spark: Any, tmp_path: Path, s3_server: dict[str, Any]
+) -> None:
+    prefix = f"bucket/{uuid.uuid4().hex}"
+    local = tmp_path / "local"
+    verstore.spark.configure(
+        spark,
+        f"s3://{prefix}",
+        storage_options=s3_server,
+        local_dir=str(local),
+        snapshot_interval=2,
+    )
+    run_with_restart(spark, tmp_path, local)
+    fs = pafs.S3FileSystem(**{k: v for k, v in s3_server.items() if k != "allow_delayed_open"})
+    for p in (0, 1):
+        infos = fs.get_file_info(pafs.FileSelector(f"{prefix}/asof/p={p}"))
+        names = {i.base_name for i in infos}
+        assert {f"{v}.changelog" for v in range(1, 6)} <= names
+        assert {"2.snapshot", "4.snapshot"} <= names
