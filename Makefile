@@ -83,7 +83,7 @@ lint: develop
 	$(PY) -m ruff check python tests benches examples
 	$(PY) -m ruff format --check python tests benches examples
 	$(PY) -m mypy python/verstore
-	$(PY) -m mypy.stubtest verstore._core
+	$(PY) -m mypy.stubtest verstore._core --mypy-config-file pyproject.toml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

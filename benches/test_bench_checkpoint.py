@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from verstore.checkpoint import CheckpointOptions, PartitionStore
 
 VERSIONS = int(os.environ.get("VERSTORE_BENCH_VERSIONS", "200000"))

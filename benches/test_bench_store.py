@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import verstore
 
 from .conftest import KEYS, RETENTION_MS, Workload

@@ -6,10 +6,9 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
+import verstore
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import verstore
 from verstore._core import decode_rows, encode_rows
 
 SCHEMA = pa.schema([("sym", pa.string()), ("n", pa.int64()), ("px", pa.float64())])
@@ -54,13 +53,20 @@ def test_garbage_bytes_are_a_corruption_error_not_a_crash() -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=5)), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.text(max_size=5)), st.integers(-(2**63), 2**63 - 1)),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_encoding_preserves_order(rows: list[tuple[str | None, int]]) -> None:
     batch = pa.record_batch(
         {"s": [r[0] for r in rows], "n": [r[1] for r in rows]},
         schema=pa.schema([("s", pa.string()), ("n", pa.int64())]),
     )
     encoded = encode_rows(batch).to_pylist()
+
     # arrow-row's default order: ascending, nulls first
     def key(r: tuple[str | None, int]) -> tuple[bool, bytes, int]:
         return (r[0] is not None, (r[0] or "").encode(), r[1])

@@ -45,9 +45,9 @@ __all__ = [
     "StorageError",
     "StoreClosedError",
     "StoreLockedError",
-    "VerstoreError",
     "VersionedRecord",
     "VersionedStore",
+    "VerstoreError",
     "__version__",
     "default_segment_interval_ms",
 ]

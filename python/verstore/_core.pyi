@@ -7,9 +7,8 @@ the grace period for writes.
 """
 
 import os
-from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Final, final
+from typing import Any, Final, Self, TypeAlias, final
 
 import pyarrow as pa
 
@@ -39,7 +38,7 @@ def default_segment_interval_ms(history_retention_ms: int) -> int:
 class VersionedRecord:
     """One version of a key's value; immutable, equal by all three fields."""
 
-    def __init__(self, value: bytes, timestamp: int, valid_to: int | None = None) -> None: ...
+    def __new__(cls, value: bytes, timestamp: int, valid_to: int | None = None) -> Self: ...
     @property
     def value(self) -> bytes:
         """The value bytes (possibly empty: an empty value is not a tombstone)."""
@@ -49,15 +48,16 @@ class VersionedRecord:
     @property
     def valid_to(self) -> int | None:
         """Valid-to (exclusive), or ``None`` when this is the key's newest version."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[bytes, int, int | None]]: ...
 
-ArrowBinaryLike = Any
+_ArrowBinaryLike: TypeAlias = Any
 """Anything with ``__arrow_c_array__``/``__arrow_c_stream__`` of binary type, or a sequence of
 ``bytes`` (``None`` allowed where a null is meaningful)."""
 
-ArrowInt64Like = Any
+_ArrowInt64Like: TypeAlias = Any
 """Anything with ``__arrow_c_array__``/``__arrow_c_stream__`` of int64 type, a numpy int64
 array, or a sequence of ``int``."""
 
@@ -71,15 +71,15 @@ class VersionedStore:
     context manager or call :meth:`close`; calls after close raise ``StoreClosedError``.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: str | os.PathLike[str],
         *,
         history_retention_ms: int,
         segment_interval_ms: int | None = None,
         write_ahead_log: bool = True,
         record_changes: bool = False,
-    ) -> None:
+    ) -> Self:
         """Opens or creates a persistent store.
 
         Args:
@@ -187,7 +187,7 @@ class VersionedStore:
             StoreClosedError: The store is closed.
         """
     def put_batch(
-        self, keys: ArrowBinaryLike, values: ArrowBinaryLike, timestamps: ArrowInt64Like
+        self, keys: _ArrowBinaryLike, values: _ArrowBinaryLike, timestamps: _ArrowInt64Like
     ) -> pa.Int64Array:
         """``put()`` row by row in order, in one atomic write, without the GIL.
 
@@ -205,7 +205,7 @@ class VersionedStore:
             StoreClosedError: The store is closed.
         """
     def get_batch(
-        self, keys: ArrowBinaryLike, as_of: int | ArrowInt64Like | None = None
+        self, keys: _ArrowBinaryLike, as_of: int | _ArrowInt64Like | None = None
     ) -> pa.RecordBatch:
         """``get()`` for every key, without the GIL.
 
@@ -223,7 +223,7 @@ class VersionedStore:
             ValueError: ``as_of`` and ``keys`` lengths differ.
             StoreClosedError: The store is closed.
         """
-    def delete_batch(self, keys: ArrowBinaryLike, timestamps: ArrowInt64Like) -> pa.RecordBatch:
+    def delete_batch(self, keys: _ArrowBinaryLike, timestamps: _ArrowInt64Like) -> pa.RecordBatch:
         """``delete()`` row by row in order, in one atomic write, without the GIL.
 
         Args:
@@ -304,7 +304,9 @@ class GroupHistory:
     framed with a checksum.
     """
 
-    def __init__(self, *, history_retention_ms: int, segment_interval_ms: int | None = None) -> None: ...
+    def __new__(
+        cls, *, history_retention_ms: int, segment_interval_ms: int | None = None
+    ) -> Self: ...
     @staticmethod
     def from_bytes(
         data: bytes, *, history_retention_ms: int, segment_interval_ms: int | None = None
@@ -389,4 +391,23 @@ class CorruptionError(VerstoreError):
 class StorageError(VerstoreError):
     """RocksDB or the filesystem failed."""
 
-__all__: Sequence[str]
+__all__ = [
+    "NOT_PUT",
+    "VALID_TO_UNDEFINED",
+    "CorruptionError",
+    "GroupHistory",
+    "IncompatibleConfigError",
+    "IncompatibleFormatError",
+    "StorageError",
+    "StoreClosedError",
+    "StoreLockedError",
+    "VersionedRecord",
+    "VersionedStore",
+    "VerstoreError",
+    "__version__",
+    "decode_rows",
+    "default_segment_interval_ms",
+    "encode_rows",
+    "read_changelog_header",
+    "verify_changelog",
+]

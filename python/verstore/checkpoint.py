@@ -203,7 +203,7 @@ class LocalCopy:
 
     def lock(self, timeout_s: float) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        handle = open(self.dir / "LOCK", "a+")  # noqa: SIM115 - held until unlock()
+        handle = open(self.dir / "LOCK", "a+")
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -251,6 +251,20 @@ class PartitionStore:
     version to continue (cheap: the clean local copy is reused). As a context manager, leaving
     the block without a commit aborts.
     """
+
+    # Set by open(); declared for type checkers.
+    partition: int
+    version: int
+    rebuilt: bool
+    _location: Location
+    _options: CheckpointOptions
+    _files: PartitionFiles
+    _local: LocalCopy
+    _config: dict[str, Any]
+    _num_partitions: int | None
+    _store: VersionedStore | None
+    _attempt: bytes
+    _uploaded: dict[str, Any]
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -314,7 +328,7 @@ class PartitionStore:
         self.partition = partition
         self.version = version
         self.rebuilt = False
-        self._store: VersionedStore | None = None
+        self._store = None
         self._local.lock(self._options.lock_timeout_s)
         try:
             self._check_meta(version)
@@ -326,7 +340,7 @@ class PartitionStore:
                 and state.get("attempt") == self._attempt.hex()
                 and self._local.db.is_dir()
             ):
-                self._uploaded: dict[str, Any] = state.get("uploaded", {})
+                self._uploaded = state.get("uploaded", {})
                 self._store = self._open_local()
             else:
                 self._rebuild(version, progress)
@@ -488,9 +502,7 @@ class PartitionStore:
                     f"corrupt data in {name}: broken version chain, its parent attempt is "
                     f"{claimed_parent.hex()} but version {v - 1} was written by {parent.hex()}"
                 )
-            store.apply_changelog(
-                data, name=name, chunk_records=self._options.replay_chunk_records
-            )
+            store.apply_changelog(data, name=name, chunk_records=self._options.replay_chunk_records)
             parent = attempt
             if progress is not None:
                 progress("replay", v - base, total)

@@ -32,8 +32,25 @@ def _options(pairs: Sequence[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"--storage-option must be key=value, got {pair!r}")
-        out[key] = value
+        out[key] = value if any(w in key for w in _TEXT_OPTIONS) else _option_value(value)
     return out
+
+
+# Options that are always text, even when they look like numbers (credentials, names).
+_TEXT_OPTIONS = ("key", "token", "secret", "region", "endpoint", "scheme", "arn", "name")
+
+
+def _option_value(text: str) -> Any:
+    """``true``/``false``, integers and floats become typed values; anything else stays text."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _read_meta(loc: Location, path: str) -> dict[str, Any]:
@@ -190,8 +207,10 @@ def verify_partition(
             if info.size is None:
                 problems.append(f"{root.describe(durable)}: missing (snapshot {v})")
             elif info.size != entry["size"]:
-                problems.append(f"{root.describe(durable)}: size {info.size}, manifest says "
-                                f"{entry['size']} (snapshot {v})")
+                problems.append(
+                    f"{root.describe(durable)}: size {info.size}, manifest says "
+                    f"{entry['size']} (snapshot {v})"
+                )
             elif deep:
                 with tempfile.NamedTemporaryFile() as tmp:
                     root.download(durable, tmp.name)

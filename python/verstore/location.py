@@ -115,7 +115,7 @@ class Location:
         pafs.copy_files(path, local_path, source_filesystem=self.filesystem)
 
     def exists(self, path: str) -> bool:
-        return self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+        return bool(self.filesystem.get_file_info(path).type != pafs.FileType.NotFound)
 
     def list(self, path: str) -> Iterator[pafs.FileInfo]:
         """Entries directly under ``path`` (nothing if it does not exist)."""

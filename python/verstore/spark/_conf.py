@@ -29,6 +29,7 @@ def configure(
     local_dir: str | None = None,
     snapshot_interval: int | None = None,
     min_versions_to_retain: int | None = None,
+    lock_timeout_s: float | None = None,
 ) -> None:
     """Points verstore at a checkpoint location for this Spark session.
 
@@ -42,6 +43,8 @@ def configure(
             ``SPARK_LOCAL_DIRS``, else the system temp directory).
         snapshot_interval: Commits between incremental snapshots (default 10).
         min_versions_to_retain: Versions kept rebuildable by cleanup (default 100).
+        lock_timeout_s: How long a task waits for a partition's local directory held by a
+            previous task of the same partition (default 60).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
@@ -51,6 +54,7 @@ def configure(
         (LOCAL_DIR, local_dir),
         (SNAPSHOT_INTERVAL, snapshot_interval),
         (MIN_VERSIONS_TO_RETAIN, min_versions_to_retain),
+        (LOCK_TIMEOUT_S, lock_timeout_s),
     ):
         if value is not None:
             spark.conf.set(key, str(value))
