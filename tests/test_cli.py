@@ -359,3 +359,35 @@ def test_a_damaged_meta_file_is_named(
     assert err == (
         f"error: CorruptionError: corrupt data in {checkpoint.describe(path)}: not a JSON object\n"
     )
+
+
+def test_spark_inspect_lists_changelogs_and_snapshots(tmp_path: Path) -> None:
+    """verstore.spark.inspect: one row per changelog and snapshot, filterable."""
+    from verstore.checkpoint import CheckpointOptions, PartitionStore
+    from verstore.spark import inspect
+
+    root = tmp_path / "root"
+    options = CheckpointOptions(snapshot_interval=2)
+    for version in range(3):
+        part = PartitionStore.open(
+            str(root),
+            "s",
+            0,
+            version,
+            tmp_path / "local",
+            history_retention_ms=100,
+            options=options,
+        )
+        part.store.put(b"k", str(version).encode(), version)
+        part.commit()
+    table = inspect(str(root), "s")
+    rows = table.to_pylist()
+    assert [(r["version"], r["kind"]) for r in rows] == [
+        (1, "changelog"),
+        (2, "changelog"),
+        (3, "changelog"),
+        (2, "snapshot"),
+    ]
+    assert all(r["records"] == 1 for r in rows if r["kind"] == "changelog")
+    assert inspect(str(root), "s", version=2).num_rows == 2
+    assert inspect(str(root), "s", partition=1).num_rows == 0

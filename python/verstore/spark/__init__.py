@@ -6,6 +6,7 @@ opens its partition's stores at the micro-batch's version and commits when done.
 """
 
 from verstore.spark._conf import TaskConf, configure
+from verstore.spark._inspect import inspect
 from verstore.spark._runtime import (
     PartitionContext,
     StoreSpec,
@@ -31,6 +32,7 @@ __all__ = [
     "VersionedStatefulProcessor",
     "asof_join",
     "configure",
+    "inspect",
     "latest_by_timestamp",
     "load_history",
     "map_partitions_with_stores",
