@@ -222,3 +222,21 @@ def test_a_stale_version_above_a_retry_fails_loudly_on_rebuild(target: Target) -
     ):
         target.open(3)
     assert_version_matches(target, ref, 2)
+
+
+def test_a_stale_version_above_a_retry_is_not_served_from_its_writers_local_copy(
+    target: Target,
+) -> None:
+    """The executor that wrote the superseded version 3 still has it locally, clean: opening
+    version 3 there must not reuse that copy (its parent was rewritten) but fail like a
+    rebuild does."""
+    ref = Reference()
+    rng = random.Random(26)
+    writer = target.new_local_dir()
+    commit_batches(target, ref, rng, 0, 3, writer, options=NO_SNAPSHOTS)
+    commit_batches(target, ref, rng, 1, 2, target.new_local_dir(), options=NO_SNAPSHOTS)
+    path = target.path("3.changelog")
+    with pytest.raises(
+        verstore.CorruptionError, match=re.escape(target.describe(path)) + ": broken version chain"
+    ):
+        target.open(3, writer)

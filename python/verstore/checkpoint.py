@@ -137,8 +137,12 @@ class PartitionFiles:
 
     def attempt_of(self, version: int) -> bytes:
         """The attempt that wrote ``version`` (read from its changelog header)."""
+        return self.attempts_of(version)[0]
+
+    def attempts_of(self, version: int) -> tuple[bytes, bytes]:
+        """``(attempt, parent attempt)`` of ``version``, from its changelog header."""
         if version == 0:
-            return NO_ATTEMPT
+            return NO_ATTEMPT, NO_ATTEMPT
         path = self.changelog(version)
         name = self.location.describe(path)
         try:
@@ -148,10 +152,10 @@ class PartitionFiles:
                 f"version {version} is missing from {self.location.describe(self.dir)}: "
                 f"no {posixpath.basename(path)}"
             ) from None
-        found, attempt, _parent, _count = read_changelog_header(head, name)
+        found, attempt, parent, _count = read_changelog_header(head, name)
         if found != version:
             raise CorruptionError(f"corrupt data in {name}: header says version {found}")
-        return attempt
+        return attempt, parent
 
 
 def _canonical(obj: Any) -> bytes:
@@ -332,13 +336,16 @@ class PartitionStore:
         self._local.lock(self._options.lock_timeout_s)
         try:
             self._check_meta(version)
-            self._attempt = self._files.attempt_of(version)
+            self._attempt, parent = self._files.attempts_of(version)
             state = self._local.read_state()
             if (
                 state.get("clean")
                 and state.get("version") == version
                 and state.get("attempt") == self._attempt.hex()
                 and self._local.db.is_dir()
+                # A version whose parent was rewritten by a retry is off the chain: rebuilding
+                # it reports the break instead of serving the superseded state.
+                and (version == 0 or parent == self._files.attempt_of(version - 1))
             ):
                 self._uploaded = state.get("uploaded", {})
                 self._store = self._open_local()
