@@ -1,11 +1,13 @@
-"""Small helpers shared by the Spark helpers: duration parsing."""
+"""Small helpers shared by the Spark helpers: duration parsing and column arguments."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 _UNITS_MS = {
     "ms": 1,
@@ -83,3 +85,22 @@ def parse_duration_ms(value: str | int | timedelta, *, name: str = "duration") -
     if ms < 0:
         raise ValueError(f"{name} must not be negative, got {value!r}")
     return ms
+
+
+def column_names(value: str | Sequence[str], arg: str) -> list[str]:
+    """One column name or a list of them, as a list; ``arg`` names the argument in errors."""
+    if isinstance(value, str):
+        return [value]
+    names = list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{arg} must be a column name or a list of column names")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{arg} names a column twice: {names}")
+    return names
+
+
+def require_columns(schema: dict[str, Any], columns: list[str], what: str) -> None:
+    """Raises ``ValueError`` naming ``what`` when ``schema`` lacks any of ``columns``."""
+    missing = [c for c in columns if c not in schema]
+    if missing:
+        raise ValueError(f"{what} has no column(s) {missing}; it has {list(schema)}")

@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
-from verstore.spark._util import parse_duration_ms
+from verstore.spark._util import column_names, parse_duration_ms, require_columns
 
 VALID_FROM = "table_valid_from"
 VALID_TO = "table_valid_to"
@@ -120,10 +120,10 @@ def asof_join(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    on_cols = _names(on, "on")
+    on_cols = column_names(on, "on")
     if not on_cols:
         raise ValueError("on must name at least one key column")
-    tie_cols = _names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
+    tie_cols = column_names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
     if how not in ("left", "inner"):
         raise ValueError(f"how must be 'left' or 'inner', got {how!r}")
     if not store or "/" in store or store.startswith("."):
@@ -132,13 +132,13 @@ def asof_join(
 
     s_schema = {f.name: f for f in stream.schema.fields}
     t_schema = {f.name: f for f in table_updates.schema.fields}
-    _require(s_schema, [*on_cols, stream_time], "stream")
-    _require(t_schema, [*on_cols, table_time, *tie_cols], "table_updates")
+    require_columns(s_schema, [*on_cols, stream_time], "stream")
+    require_columns(t_schema, [*on_cols, table_time, *tie_cols], "table_updates")
     if table_values is None:
         value_cols = [c for c in t_schema if c not in on_cols and c != table_time]
     else:
-        value_cols = _names(table_values, "table_values")
-        _require(t_schema, value_cols, "table_updates")
+        value_cols = column_names(table_values, "table_values")
+        require_columns(t_schema, value_cols, "table_updates")
     stream_cols = list(s_schema)
     out_names = [*stream_cols, *value_cols, VALID_FROM, VALID_TO]
     clashes = sorted({n for n in out_names if out_names.count(n) > 1})
@@ -372,23 +372,6 @@ def _all_valid(batch: Any, columns: list[str]) -> Any:
     for c in columns[1:]:
         ok = pc.and_(ok, pc.is_valid(batch.column(c)))
     return ok
-
-
-def _names(value: str | Sequence[str], arg: str) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    names = list(value)
-    if not all(isinstance(n, str) for n in names):
-        raise TypeError(f"{arg} must be a column name or a list of column names")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{arg} names a column twice: {names}")
-    return names
-
-
-def _require(schema: dict[str, Any], columns: list[str], side: str) -> None:
-    missing = [c for c in columns if c not in schema]
-    if missing:
-        raise ValueError(f"{side} has no column(s) {missing}; it has {list(schema)}")
 
 
 def _col(name: str) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 
 from verstore._core import NOT_PUT
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
-from verstore.spark._util import parse_duration_ms
+from verstore.spark._util import column_names, parse_duration_ms, require_columns
 
 CHANGE = "change"
 UPSERT, DELETE = "upsert", "delete"
@@ -123,7 +123,7 @@ def latest_by_timestamp(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    key_cols = _names(key, "key")
+    key_cols = column_names(key, "key")
     if not key_cols:
         raise ValueError("key must name at least one column")
     if emit not in ("changes", "latest", "all"):
@@ -131,13 +131,13 @@ def latest_by_timestamp(
     _check_store_name(store)
     retention_ms = parse_duration_ms(history_retention, name="history_retention")
     schema = {f.name: f for f in updates.schema.fields}
-    _require(schema, [*key_cols, time_col, *([deletes] if deletes else [])], "updates")
+    require_columns(schema, [*key_cols, time_col, *([deletes] if deletes else [])], "updates")
     special = {*key_cols, time_col, *([deletes] if deletes else [])}
     if value_cols is None:
         values = [c for c in schema if c not in special]
     else:
-        values = _names(value_cols, "value_cols")
-        _require(schema, values, "updates")
+        values = column_names(value_cols, "value_cols")
+        require_columns(schema, values, "updates")
         overlap = [c for c in values if c in special]
         if overlap:
             raise ValueError(f"value_cols must not repeat key, time or deletes columns: {overlap}")
@@ -363,7 +363,7 @@ def versioned_table_join(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    on_cols = _names(on, "on")
+    on_cols = column_names(on, "on")
     if not on_cols:
         raise ValueError("on must name at least one key column")
     if how not in ("inner", "left", "outer"):
@@ -374,8 +374,8 @@ def versioned_table_join(
     retention_ms = parse_duration_ms(history_retention, name="history_retention")
     l_schema = {f.name: f for f in left_updates.schema.fields}
     r_schema = {f.name: f for f in right_updates.schema.fields}
-    _require(l_schema, [*on_cols, left_time], "left_updates")
-    _require(r_schema, [*on_cols, right_time], "right_updates")
+    require_columns(l_schema, [*on_cols, left_time], "left_updates")
+    require_columns(r_schema, [*on_cols, right_time], "right_updates")
     l_ms = _epoch_ms(l_schema[left_time], "left_time")
     r_ms = _epoch_ms(r_schema[right_time], "right_time")
     n = _partitions(left_updates, num_partitions)
@@ -667,23 +667,6 @@ def _put_time_ordered(store: Any, keys: Any, values: Any, times: Any) -> Any:
 
 
 # --- argument helpers ----------------------------------------------------------------------------
-
-
-def _names(value: str | Sequence[str], arg: str) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    names = list(value)
-    if not all(isinstance(n, str) for n in names):
-        raise TypeError(f"{arg} must be a column name or a list of column names")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{arg} names a column twice: {names}")
-    return names
-
-
-def _require(schema: dict[str, Any], columns: list[str], what: str) -> None:
-    missing = [c for c in columns if c not in schema]
-    if missing:
-        raise ValueError(f"{what} has no column(s) {missing}; it has {list(schema)}")
 
 
 def _check_unique(names: list[str], what: str) -> None:
