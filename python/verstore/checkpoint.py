@@ -343,9 +343,7 @@ class PartitionStore:
                 and state.get("version") == version
                 and state.get("attempt") == self._attempt.hex()
                 and self._local.db.is_dir()
-                # A version whose parent was rewritten by a retry is off the chain: rebuilding
-                # it reports the break instead of serving the superseded state.
-                and (version == 0 or parent == self._files.attempt_of(version - 1))
+                and self._parent_still_on_chain(version, parent)
             ):
                 self._uploaded = state.get("uploaded", {})
                 self._store = self._open_local()
@@ -419,6 +417,18 @@ class PartitionStore:
             self._store.close()
             self._store = None
         self._local.unlock()
+
+    def _parent_still_on_chain(self, version: int, parent: bytes) -> bool:
+        """Whether ``version``'s parent is still the attempt recorded for ``version - 1``. A
+        version whose parent was rewritten by a retry is off the chain: rebuilding it reports
+        the break instead of serving the superseded state. Below a cleanup base the changelog
+        of ``version - 1`` is gone and there is nothing left to contradict."""
+        if version == 0:
+            return True
+        try:
+            return parent == self._files.attempt_of(version - 1)
+        except MissingVersionError:
+            return True
 
     def _open_local(self) -> VersionedStore:
         return VersionedStore(
