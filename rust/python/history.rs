@@ -3,11 +3,11 @@
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 
-use super::errors::{to_py, type_error};
+use super::errors::to_py;
 use super::record::PyVersionedRecord;
+use super::store::value_bytes;
 use crate::{ResultOrder, StoreConfig, VersionedStore, history};
 
 const KEY: &[u8] = b"";
@@ -26,16 +26,6 @@ impl PyGroupHistory {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut store).map_err(to_py)
     }
-}
-
-fn value_bytes(value: &Bound<'_, PyAny>) -> PyResult<Option<PyBackedBytes>> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    value
-        .extract::<PyBackedBytes>()
-        .map(Some)
-        .map_err(|_| type_error("value", "bytes or None", value))
 }
 
 #[pymethods]

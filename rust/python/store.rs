@@ -79,7 +79,7 @@ fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {
         .map_err(|_| type_error("key", "bytes", key))
 }
 
-fn value_bytes(value: &Bound<'_, PyAny>) -> PyResult<Option<PyBackedBytes>> {
+pub(crate) fn value_bytes(value: &Bound<'_, PyAny>) -> PyResult<Option<PyBackedBytes>> {
     if value.is_none() {
         return Ok(None);
     }
