@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streams import Collector, gen_schemas, ms, read_sources, run_available_now
+from streams import Collector, gen_join, ms, run_available_now
 
 
 def main(work: Path) -> None:
@@ -38,21 +38,7 @@ def main(work: Path) -> None:
         # No local_dir: each executor keeps its copies under its own SPARK_LOCAL_DIRS, so a
         # partition that moves to the other executor is rebuilt from the checkpoint.
         verstore.spark.configure(spark, str(work / "verstore"), snapshot_interval=2)
-        stream_ddl, _, table_ddl, _ = gen_schemas(False)
-        orders, prices = read_sources(
-            spark, work / "orders", work / "prices", stream_ddl, table_ddl
-        )
-        joined = verstore.spark.asof_join(
-            orders,
-            prices,
-            on=["region", "item"],
-            stream_time="t",
-            table_time="valid_from",
-            table_values=["price", "currency"],
-            how="left",
-            tie_breaker="seq",
-            num_partitions=4,
-        )
+        joined = gen_join(spark, work, num_partitions=4)
         sink = Collector()
         run_available_now(joined, work / "chk", sink, timeout_s=300)
         executors = sorted(

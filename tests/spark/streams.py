@@ -318,6 +318,24 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and pd.isna(value))
 
 
+def gen_join(spark: Any, work: Path, *, timestamps: bool = False, **options: Any) -> Any:
+    """The as-of join of the generated workload read from ``work/orders`` and
+    ``work/prices`` (the join :func:`gen_oracle` checks); ``options`` go to ``asof_join``."""
+    from verstore.spark import asof_join
+
+    stream_ddl, _, table_ddl, _ = gen_schemas(timestamps)
+    orders, prices = read_sources(spark, work / "orders", work / "prices", stream_ddl, table_ddl)
+    return asof_join(
+        orders,
+        prices,
+        on=["region", "item"],
+        stream_time="t",
+        table_time="valid_from",
+        table_values=["price", "currency"],
+        **{"how": "left", "tie_breaker": "seq", **options},
+    )
+
+
 def gen_oracle(
     batches: list[Batch], *, how: str, tie_breaker: str | None, timestamps: bool = False
 ) -> list[Any]:

@@ -21,6 +21,7 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     Batch,
     Collector,
     batch_input_rows,
+    gen_join,
     gen_oracle,
     gen_schemas,
     generate,
@@ -112,18 +113,12 @@ def run_generated(
     num_partitions: int | None = None,
     history_retention: str | int = "7 days",
 ) -> tuple[Collector, Any]:
-    stream_ddl, stream_pa, table_ddl, table_pa = gen_schemas(timestamps)
+    _, stream_pa, _, table_pa = gen_schemas(timestamps)
     write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
-    orders, prices = read_sources(
-        spark, tmp_path / "orders", tmp_path / "prices", stream_ddl, table_ddl
-    )
-    joined = asof_join(
-        orders,
-        prices,
-        on=["region", "item"],
-        stream_time="t",
-        table_time="valid_from",
-        table_values=["price", "currency"],
+    joined = gen_join(
+        spark,
+        tmp_path,
+        timestamps=timestamps,
         how=how,
         tie_breaker=tie_breaker,
         num_partitions=num_partitions,

@@ -19,7 +19,6 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 import verstore.spark
-from verstore.spark import asof_join
 from verstore.spark._runtime import FAIL_AFTER_COMMIT
 
 pytest.register_assert_rewrite("streams")
@@ -27,11 +26,11 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     OUT_COLUMNS,
     Batch,
     Collector,
+    gen_join,
     gen_oracle,
     gen_schemas,
     generate,
     normalized,
-    read_sources,
     run_available_now,
     write_batches,
 )
@@ -40,20 +39,7 @@ pytest_plugins = ["checkpoint_helpers"]  # the session's moto_server (fixture s3
 
 
 def start(spark: Any, tmp_path: Path, *, tie_breaker: str | None = "seq") -> Any:
-    stream_ddl, _, table_ddl, _ = gen_schemas(False)
-    orders, prices = read_sources(
-        spark, tmp_path / "orders", tmp_path / "prices", stream_ddl, table_ddl
-    )
-    return asof_join(
-        orders,
-        prices,
-        on=["region", "item"],
-        stream_time="t",
-        table_time="valid_from",
-        table_values=["price", "currency"],
-        how="left",
-        tie_breaker=tie_breaker,
-    )
+    return gen_join(spark, tmp_path, tie_breaker=tie_breaker)
 
 
 def write(tmp_path: Path, batches: list[Batch], start_at: int = 0) -> None:

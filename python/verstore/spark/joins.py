@@ -21,6 +21,7 @@ Both steps are batch calls on whole Arrow columns; no Python code runs per row.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -218,27 +219,17 @@ def asof_join(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class _AsofPartition:
     """The partition function (a picklable object: no closure over driver state)."""
 
-    def __init__(
-        self,
-        *,
-        store: str,
-        keys: list[str],
-        stream_cols: list[str],
-        values: list[str],
-        tie_breakers: list[str],
-        out_names: list[str],
-        inner: bool,
-    ) -> None:
-        self.store = store
-        self.keys = keys
-        self.stream_cols = stream_cols
-        self.values = values
-        self.tie_breakers = tie_breakers
-        self.out_names = out_names
-        self.inner = inner
+    store: str
+    keys: list[str]
+    stream_cols: list[str]
+    values: list[str]
+    tie_breakers: list[str]
+    out_names: list[str]
+    inner: bool
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> list[Any]:
         import pyarrow as pa

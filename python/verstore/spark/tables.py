@@ -29,6 +29,7 @@ micro-batch, so every batch is processed in a defined order:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -192,29 +193,18 @@ def latest_by_timestamp(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class _LatestPartition:
     """The partition function of :func:`latest_by_timestamp` (picklable, no driver state)."""
 
-    def __init__(
-        self,
-        *,
-        store: str,
-        keys: list[str],
-        time_col: str,
-        values: list[str],
-        deletes: str | None,
-        emit: str,
-        previous: bool,
-        out_names: list[str],
-    ) -> None:
-        self.store = store
-        self.keys = keys
-        self.time_col = time_col
-        self.values = values
-        self.deletes = deletes
-        self.emit = emit
-        self.previous = previous
-        self.out_names = out_names
+    store: str
+    keys: list[str]
+    time_col: str
+    values: list[str]
+    deletes: str | None
+    emit: str
+    previous: bool
+    out_names: list[str]
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> list[Any]:
         import numpy as np
@@ -446,25 +436,16 @@ def versioned_table_join(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class _JoinPartition:
     """The partition function of :func:`versioned_table_join`."""
 
-    def __init__(
-        self,
-        *,
-        stores: tuple[str, str],
-        keys: list[str],
-        how: str,
-        lookup: str,
-        out_names: list[str],
-        n_left: int,
-    ) -> None:
-        self.stores = stores
-        self.keys = keys
-        self.how = how
-        self.lookup = lookup
-        self.out_names = out_names
-        self.n_left = n_left
+    stores: tuple[str, str]
+    keys: list[str]
+    how: str
+    lookup: str
+    out_names: list[str]
+    n_left: int
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> list[Any]:
         import numpy as np
