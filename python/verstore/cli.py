@@ -7,21 +7,14 @@ local path or a ``pyarrow.fs`` URI; ``--storage-option key=value`` configures th
 from __future__ import annotations
 
 import argparse
-import json
-import posixpath
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from verstore._core import verify_changelog
-from verstore.checkpoint import (
-    CheckpointOptions,
-    PartitionFiles,
-    PartitionStore,
-    decode_manifest,
-    file_crc32,
-)
+from verstore.checkpoint import CheckpointOptions, LineageFiles, PartitionStore, read_settings
+from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.survey import find_lineages, find_stores, summarize, verify_partition
 from verstore.exceptions import CorruptionError, VerstoreError
 from verstore.location import Location
 
@@ -53,36 +46,26 @@ def _option_value(text: str) -> Any:
     return text
 
 
-def _read_meta(loc: Location, path: str) -> dict[str, Any]:
-    try:
-        meta = json.loads(loc.read_bytes(path))
-    except ValueError:
-        meta = None
-    if not isinstance(meta, dict):
-        raise CorruptionError(f"corrupt data in {loc.describe(path)}: not a JSON object")
-    return meta
+def _lineage(root: Location, store: str, wanted: str | None) -> LineageFiles:
+    found = find_lineages(root, store, wanted)
+    if len(found) != 1:
+        names = ", ".join(f.lineage for f in find_lineages(root, store)) or "none"
+        raise SystemExit(
+            f"store {store}: name one lineage with --lineage (found: {names})"
+            if found
+            else f"store {store} has no lineage {wanted!r} (found: {names})"
+            if wanted
+            else f"store {store} holds no state (lineages: {names})"
+        )
+    return found[0]
 
 
-def _stores(loc: Location, only: str | None) -> Iterator[tuple[str, Location, dict[str, Any]]]:
-    """``(name, root location, meta)`` for each store under ``loc`` (or ``loc`` itself)."""
-    if loc.exists(loc.path("_meta.json")):
-        parent = Location(loc.filesystem, posixpath.dirname(loc.root.rstrip("/")), loc.uri)
-        name = posixpath.basename(loc.root.rstrip("/"))
-        if only in (None, name):
-            yield name, parent, _read_meta(loc, loc.path("_meta.json"))
-        return
-    for info in sorted(loc.list(loc.root), key=lambda i: i.base_name):
-        meta_path = posixpath.join(info.path, "_meta.json")
-        if (only in (None, info.base_name)) and loc.exists(meta_path):
-            yield info.base_name, loc, _read_meta(loc, meta_path)
-
-
-def _partitions(loc: Location, store: str) -> list[int]:
-    parts = []
-    for info in loc.list(loc.path(store)):
-        if info.base_name.startswith("p=") and info.base_name[2:].isdigit():
-            parts.append(int(info.base_name[2:]))
-    return sorted(parts)
+def _one_store(loc: Location, args: argparse.Namespace) -> tuple[str, Location]:
+    stores = list(find_stores(loc, args.store))
+    if len(stores) != 1:
+        names = ", ".join(s[0] for s in stores) or "none"
+        raise SystemExit(f"name one store with --store (found: {names})")
+    return stores[0]
 
 
 def _progress(label: str) -> Any:
@@ -97,25 +80,32 @@ def _progress(label: str) -> Any:
 def cmd_inspect(args: argparse.Namespace) -> int:
     loc = Location.resolve(args.uri, _options(args.storage_option))
     found = False
-    for name, root, meta in _stores(loc, args.store):
+    for name, root in find_stores(loc, args.store):
         found = True
-        print(
-            f"store {name}: history_retention_ms={meta.get('history_retention_ms')} "
-            f"segment_interval_ms={meta.get('segment_interval_ms')} "
-            f"format_version={meta.get('format_version')}"
-            + (f" partitions={meta['num_partitions']}" if meta.get("num_partitions") else "")
-        )
-        for p in _partitions(root, name):
-            files = PartitionFiles(root, name, p)
-            changelogs, snapshots, _ = files.listing()
-            sst_bytes = sum(i.size or 0 for i in root.list(files.sst_dir))
-            log_bytes = sum(i.size or 0 for i in changelogs.values())
-            versions = f"{min(changelogs)}..{max(changelogs)}" if changelogs else "0 (empty)"
+        print(f"store {name}")
+        for lineage in find_lineages(root, name, args.lineage):
+            settings = read_settings(lineage)
+            if settings is None:
+                print(f"  lineage {lineage.lineage}: no settings file")
+                continue
+            columns = f" columns={settings.columns.describe()}" if settings.columns else ""
+            partitions = f" partitions={settings.num_partitions}" if settings.num_partitions else ""
             print(
-                f"  p={p}: versions {versions} ({len(changelogs)} changelogs, "
-                f"{log_bytes} bytes), snapshots {sorted(snapshots) or 'none'}, "
-                f"SSTs {sst_bytes} bytes"
+                f"  lineage {lineage.lineage}: history_retention_ms="
+                f"{settings.history_retention_ms} segment_interval_ms="
+                f"{settings.segment_interval_ms}{partitions}{columns}"
             )
+            for p in lineage.partitions():
+                s = summarize(lineage.partition(p))
+                if s.problem:
+                    print(f"    p={p}: PROBLEM {s.problem}")
+                    continue
+                off = f", {s.off_chain} off the winning chain" if s.off_chain else ""
+                print(
+                    f"    p={p}: versions {s.oldest}..{s.tip} ({s.commits} changelogs{off}, "
+                    f"{s.changelog_bytes} bytes), snapshots {s.snapshots or 'none'}, "
+                    f"SSTs {s.sst_bytes} bytes"
+                )
     if not found:
         print(f"no verstore checkpoint at {args.uri}", file=sys.stderr)
         return 1
@@ -124,24 +114,29 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     loc = Location.resolve(args.uri, _options(args.storage_option))
-    stores = list(_stores(loc, args.store))
-    if len(stores) != 1:
-        names = ", ".join(s[0] for s in stores) or "none"
-        print(f"name one store with --store (found: {names})", file=sys.stderr)
-        return 2
-    name, root, meta = stores[0]
+    name, root = _one_store(loc, args)
+    lineage = _lineage(root, name, args.lineage)
+    settings = read_settings(lineage)
+    if settings is None:
+        raise CorruptionError(f"{loc.describe(lineage.meta)} is missing")
+    files = lineage.partition(args.partition)
+    version = args.version
+    if version is None:
+        version = Graph(files, files.listing()).tip().version
     key = bytes.fromhex(args.key) if args.hex else args.key.encode()
     with tempfile.TemporaryDirectory(prefix="verstore-get-") as tmp:
         part = PartitionStore.open(
             root,
             name,
             args.partition,
-            args.version,
+            version,
             tmp,
-            history_retention_ms=meta["history_retention_ms"],
-            segment_interval_ms=meta["segment_interval_ms"],
+            lineage=lineage.lineage,
+            history_retention_ms=settings.history_retention_ms,
+            segment_interval_ms=settings.segment_interval_ms,
             options=CheckpointOptions(lock_timeout_s=0),
             progress=_progress(f"{name} p={args.partition}"),
+            read_only=True,
         )
         try:
             record = part.store.get(key, as_of=args.as_of)
@@ -155,80 +150,23 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def verify_partition(
-    root: Location, name: str, partition: int, *, deep: bool = False, progress: Any = None
-) -> list[str]:
-    """Checks every changelog (checksums), the version chain and every snapshot's files."""
-    problems: list[str] = []
-    files = PartitionFiles(root, name, partition)
-    changelogs, snapshots, _ = files.listing()
-    attempts: dict[int, tuple[bytes, bytes]] = {}
-    ordered = sorted(changelogs)
-    for done, v in enumerate(ordered, 1):
-        path = files.changelog(v)
-        try:
-            found, attempt, parent, _ = verify_changelog(root.read_bytes(path), root.describe(path))
-            if found != v:
-                problems.append(f"{root.describe(path)}: header says version {found}")
-            attempts[v] = (attempt, parent)
-        except VerstoreError as e:
-            problems.append(str(e))
-        if progress:
-            progress("changelogs", done, len(ordered))
-    if ordered:
-        missing = sorted(set(range(ordered[0], ordered[-1] + 1)) - set(ordered))
-        if missing:
-            problems.append(f"{root.describe(files.dir)}: versions {missing} are missing")
-        if ordered[0] > 1 and not any(s <= ordered[0] for s in snapshots):
-            problems.append(
-                f"{root.describe(files.dir)}: versions before {ordered[0]} were deleted and no "
-                "snapshot covers them"
-            )
-    for v in ordered:
-        if v - 1 in attempts and v in attempts and attempts[v][1] != attempts[v - 1][0]:
-            problems.append(
-                f"{root.describe(files.changelog(v))}: broken version chain (parent attempt "
-                f"{attempts[v][1].hex()}, version {v - 1} was written by "
-                f"{attempts[v - 1][0].hex()})"
-            )
-    for v in sorted(snapshots):
-        path = files.snapshot(v)
-        try:
-            manifest = decode_manifest(root.read_bytes(path), root.describe(path))
-        except VerstoreError as e:
-            problems.append(str(e))
-            continue
-        if v in attempts and manifest["attempt"] != attempts[v][0].hex():
-            print(f"note: snapshot {v} is from a superseded attempt (ignored)", file=sys.stderr)
-            continue
-        for entry in manifest["files"]:
-            durable = posixpath.join(files.dir, entry["durable"])
-            info = root.filesystem.get_file_info(durable)
-            if info.size is None:
-                problems.append(f"{root.describe(durable)}: missing (snapshot {v})")
-            elif info.size != entry["size"]:
-                problems.append(
-                    f"{root.describe(durable)}: size {info.size}, manifest says "
-                    f"{entry['size']} (snapshot {v})"
-                )
-            elif deep:
-                with tempfile.NamedTemporaryFile() as tmp:
-                    root.download(durable, tmp.name)
-                    if file_crc32(tmp.name) != entry["crc32"]:
-                        problems.append(f"{root.describe(durable)}: checksum mismatch")
-    return problems
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
     loc = Location.resolve(args.uri, _options(args.storage_option))
     problems: list[str] = []
     checked = 0
-    for name, root, _meta in _stores(loc, args.store):
-        for p in _partitions(root, name):
-            checked += 1
-            problems += verify_partition(
-                root, name, p, deep=args.deep, progress=_progress(f"{name} p={p}")
-            )
+    for name, root in find_stores(loc, args.store):
+        for lineage in find_lineages(root, name, args.lineage):
+            try:
+                read_settings(lineage)
+            except VerstoreError as e:
+                problems.append(str(e))
+            for p in lineage.partitions():
+                checked += 1
+                problems += verify_partition(
+                    lineage.partition(p),
+                    deep=args.deep,
+                    progress=_progress(f"{name} {lineage.lineage} p={p}"),
+                )
     for problem in problems:
         print(f"PROBLEM {problem}")
     if not checked:
@@ -245,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("uri", help="checkpoint root or store directory (path or URI)")
         p.add_argument("--store", help="store name (when the root holds several)")
+        p.add_argument("--lineage", help="lineage: the query id (when a store holds several)")
         p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
 
     p = sub.add_parser("inspect", help="stores, partitions, versions, snapshots, sizes")
@@ -253,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("get", help="read a key from a durable version")
     common(p)
     p.add_argument("--partition", type=int, required=True)
-    p.add_argument("--version", type=int, required=True)
+    p.add_argument("--version", type=int, default=None, help="default: the newest")
     p.add_argument("--as-of", type=int, default=None)
     p.add_argument("--hex", action="store_true", help="KEY and the printed value are hex")
     p.add_argument("key")

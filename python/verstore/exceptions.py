@@ -16,6 +16,7 @@ from verstore._core import (
 
 __all__ = [
     "CorruptionError",
+    "FencedError",
     "IncompatibleConfigError",
     "IncompatibleFormatError",
     "MissingVersionError",
@@ -28,3 +29,7 @@ __all__ = [
 
 class MissingVersionError(VerstoreError):
     """A checkpoint lacks a version that was asked for, or its version chain has a gap."""
+
+
+class FencedError(VerstoreError):
+    """A checkpointed store refused an attempt that its lineage has moved past (a zombie)."""

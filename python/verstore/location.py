@@ -5,13 +5,18 @@ A location is a root path on a filesystem. Local paths (and ``file://`` URIs) us
 matching ``pyarrow.fs`` filesystem, configured with ``storage_options`` (for S3:
 ``endpoint_override``, ``access_key``, ``secret_key``, ``region``, ``scheme``...).
 
-Atomicity: object stores make an object visible whole when its single PUT completes; on local
-and HDFS filesystems a file is written under a temporary name and renamed into place. Either
-way a reader sees a complete file or none.
+Atomicity: verstore never replaces a durable file (every name is written once), but a reader
+must never see a file half-written. S3 and GCS make an object visible whole when its upload
+completes, so one PUT does. Local disks, HDFS and Azure write under a temporary name in the same
+directory and rename into place: pyarrow's Azure output stream creates the blob empty before
+committing its blocks, and HDFS and local files are visible while they are written. On Azure
+this needs a storage account with a hierarchical namespace (ADLS Gen2), where a rename is
+atomic; plain blob storage cannot rename and is refused when verstore first writes to it.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import uuid
 from collections.abc import Iterator, Mapping
@@ -47,8 +52,6 @@ class Location:
         options = dict(storage_options or {})
         uri = str(uri)
         if "://" not in uri:
-            import os
-
             return Location(pafs.LocalFileSystem(), os.path.abspath(uri), uri)
         scheme, _, rest = uri.partition("://")
         rest = rest.rstrip("/")
@@ -67,8 +70,9 @@ class Location:
 
     @property
     def atomic_put(self) -> bool:
-        """Whether one write is already atomic (object stores)."""
-        return not isinstance(self.filesystem, pafs.LocalFileSystem | pafs.HadoopFileSystem)
+        """Whether one upload is visible only once complete (S3, GCS)."""
+        atomic = [pafs.S3FileSystem, getattr(pafs, "GcsFileSystem", None)]
+        return isinstance(self.filesystem, tuple(t for t in atomic if t is not None))
 
     def path(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
@@ -80,16 +84,22 @@ class Location:
             return f"{scheme}://{path}"
         return path
 
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The whole file; with ``limit``, ``ValueError`` if it is longer than that."""
         with self.filesystem.open_input_stream(path) as stream:
-            return bytes(stream.read())
+            if limit is None:
+                return bytes(stream.read())
+            data = bytes(stream.read(limit + 1))
+        if len(data) > limit:
+            raise ValueError(f"{self.describe(path)} is larger than {limit} bytes")
+        return data
 
     def read_head(self, path: str, size: int) -> bytes:
         with self.filesystem.open_input_file(path) as handle:
             return bytes(handle.read(size))
 
-    def write_atomic(self, path: str, data: bytes) -> None:
-        """Writes ``data`` so that ``path`` appears complete or not at all."""
+    def write_new(self, path: str, data: bytes) -> None:
+        """Writes ``data`` so that ``path`` appears complete or not at all (see the module)."""
         parent = posixpath.dirname(path)
         self.filesystem.create_dir(parent, recursive=True)
         if self.atomic_put:
@@ -99,12 +109,27 @@ class Location:
         tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
         with self.filesystem.open_output_stream(tmp) as out:
             out.write(data)
-        if isinstance(self.filesystem, pafs.LocalFileSystem):
-            import os
-
+        local = isinstance(self.filesystem, pafs.LocalFileSystem)
+        if local:
             with open(tmp, "rb+") as handle:
                 os.fsync(handle.fileno())
-        self.filesystem.move(tmp, path)
+        try:
+            self.filesystem.move(tmp, path)
+        except OSError as e:
+            self.delete(tmp)
+            if not local and not isinstance(self.filesystem, pafs.HadoopFileSystem):
+                raise OSError(
+                    f"{self.describe(path)}: cannot rename a temporary file into place ({e}); "
+                    "on Azure, verstore needs a storage account with a hierarchical namespace"
+                ) from e
+            raise
+        if local:
+            # The rename is durable once the directory entry is.
+            fd = os.open(parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def upload(self, local_path: str, path: str) -> None:
         """Copies a local file to ``path`` (a unique name: no atomic rename needed)."""

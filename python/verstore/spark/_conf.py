@@ -37,17 +37,28 @@ def configure(
         spark: The SparkSession.
         checkpoint_root: Where stores keep their durable versions: a path reachable from every
             executor or a ``pyarrow.fs`` URI (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``).
-            A ``verstore/`` folder beside the query's checkpoint location is a good choice.
+            A ``verstore/`` folder inside the query's checkpoint location is a good choice:
+            deleting the checkpoint to rerun a query from scratch then deletes its state too.
+            Each query keeps its state under its own query id, so a new query on a root that
+            already holds state starts empty and never reads or deletes the other's files.
         storage_options: Filesystem options for a URI (e.g. S3 credentials, endpoint).
         local_dir: Where executors keep local working copies (default: the first of
             ``SPARK_LOCAL_DIRS``, else the system temp directory).
         snapshot_interval: Commits between incremental snapshots (default 10).
-        min_versions_to_retain: Versions kept rebuildable by cleanup (default 100).
+        min_versions_to_retain: Versions kept rebuildable by cleanup (default 100, at least 2).
         lock_timeout_s: How long a task waits for a partition's local directory held by a
             previous task of the same partition (default 60).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
+    from verstore.checkpoint import CheckpointOptions
+
+    # Refuse bad values here, on the driver, rather than in every task.
+    CheckpointOptions(
+        snapshot_interval=10 if snapshot_interval is None else snapshot_interval,
+        min_versions_to_retain=100 if min_versions_to_retain is None else min_versions_to_retain,
+        lock_timeout_s=60.0 if lock_timeout_s is None else lock_timeout_s,
+    )
     spark.conf.set(CHECKPOINT_ROOT, str(checkpoint_root))
     spark.conf.set(STORAGE_OPTIONS, json.dumps(storage_options or {}))
     for key, value in (
@@ -106,7 +117,12 @@ class TaskConf:
                 "verstore.spark: no micro-batch id; verstore's stateful operators run in "
                 "streaming queries only"
             )
-        query_id = prop("sql.streaming.queryId") or "batch"
+        query_id = prop("sql.streaming.queryId")
+        if query_id is None:
+            raise RuntimeError(
+                "verstore.spark: no streaming query id; verstore's stateful operators run in "
+                "streaming queries only"
+            )
         local = prop(LOCAL_DIR)
         if local is None:
             dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
@@ -115,7 +131,7 @@ class TaskConf:
         return TaskConf(
             checkpoint_root=root,
             storage_options=json.loads(prop(STORAGE_OPTIONS) or "{}"),
-            local_dir=os.path.join(local, query_id),
+            local_dir=local,
             batch_id=int(batch),
             partition=ctx.partitionId(),
             query_id=query_id,

@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from verstore._core import read_changelog_header
-from verstore.checkpoint import CHANGELOG_HEADER_LEN, PartitionFiles, decode_manifest
+from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.manifest import decode_manifest
+from verstore.checkpoint.store import MANIFEST_LIMIT
+from verstore.checkpoint.survey import find_lineages
 from verstore.location import Location
+
+_CHANGELOG_HEADER_LEN = 64
 
 
 def inspect(
@@ -16,6 +20,7 @@ def inspect(
     partition: int | None = None,
     version: int | None = None,
     *,
+    lineage: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Any:
     """One row per durable file of a store's partitions: changelogs and snapshots.
@@ -25,62 +30,75 @@ def inspect(
         store: The store name (e.g. ``"asof"``).
         partition: Only this partition.
         version: Only this version.
+        lineage: Only this lineage (a query id); default: every lineage of the store.
         storage_options: Filesystem options for a URI root.
 
     Returns:
-        A ``pyarrow.Table`` with columns ``partition``, ``version``, ``kind``
-        (``"changelog"`` or ``"snapshot"``), ``bytes``, ``records`` (changelogs),
-        ``files`` (snapshots), ``attempt`` (hex) and ``parent_attempt`` (hex, changelogs).
+        A ``pyarrow.Table`` with columns ``lineage``, ``partition``, ``version``, ``kind``
+        (``"changelog"`` or ``"snapshot"``), ``bytes``, ``records`` (changelogs), ``files``
+        (snapshots), ``attempt`` (hex), ``parent_version`` and ``parent_attempt`` (changelogs)
+        and ``winning`` (whether the commit is on the partition's winning chain).
+
+    Raises:
+        CorruptionError: A damaged file, naming it.
     """
     import pyarrow as pa
 
+    from verstore._core import read_changelog_header
+
     loc = Location.resolve(checkpoint_root, storage_options)
     rows: list[dict[str, Any]] = []
-    partitions = []
-    for info in loc.list(loc.path(store)):
-        name = info.base_name
-        if name.startswith("p=") and name[2:].isdigit():
-            partitions.append(int(name[2:]))
-    for p in sorted(partitions):
-        if partition is not None and p != partition:
-            continue
-        files = PartitionFiles(loc, store, p)
-        changelogs, snapshots, _ = files.listing()
-        for v, info in sorted(changelogs.items()):
-            if version is not None and v != version:
+    for files_of_lineage in find_lineages(loc, store, lineage):
+        for p in files_of_lineage.partitions():
+            if partition is not None and p != partition:
                 continue
-            head = loc.read_head(info.path, CHANGELOG_HEADER_LEN)
-            _, attempt, parent, count = read_changelog_header(head, loc.describe(info.path))
-            rows.append(
-                {
-                    "partition": p,
-                    "version": v,
-                    "kind": "changelog",
-                    "bytes": info.size,
-                    "records": count,
-                    "files": None,
-                    "attempt": attempt.hex(),
-                    "parent_attempt": parent.hex(),
-                }
-            )
-        for v, info in sorted(snapshots.items()):
-            if version is not None and v != version:
-                continue
-            manifest = decode_manifest(loc.read_bytes(info.path), loc.describe(info.path))
-            rows.append(
-                {
-                    "partition": p,
-                    "version": v,
-                    "kind": "snapshot",
-                    "bytes": sum(f["size"] for f in manifest["files"]),
-                    "records": None,
-                    "files": len(manifest["files"]),
-                    "attempt": manifest["attempt"],
-                    "parent_attempt": None,
-                }
-            )
+            files = files_of_lineage.partition(p)
+            listing = files.listing()
+            graph = Graph(files, listing)
+            chain = set(graph.walk(graph.tip()))
+            for ref, commit in sorted(listing.commits.items()):
+                if version is not None and ref.version != version:
+                    continue
+                head = loc.read_head(commit.path, _CHANGELOG_HEADER_LEN)
+                _, _, _, count = read_changelog_header(head, loc.describe(commit.path))
+                rows.append(
+                    {
+                        "lineage": files_of_lineage.lineage,
+                        "partition": p,
+                        "version": ref.version,
+                        "kind": "changelog",
+                        "bytes": commit.size,
+                        "records": count,
+                        "files": None,
+                        "attempt": ref.attempt.hex(),
+                        "parent_version": commit.parent.version,
+                        "parent_attempt": commit.parent.attempt.hex(),
+                        "winning": ref in chain,
+                    }
+                )
+            for ref, snapshot in sorted(listing.snapshots.items()):
+                if version is not None and ref.version != version:
+                    continue
+                where = loc.describe(snapshot.path)
+                manifest = decode_manifest(loc.read_bytes(snapshot.path, MANIFEST_LIMIT), where, ref)
+                rows.append(
+                    {
+                        "lineage": files_of_lineage.lineage,
+                        "partition": p,
+                        "version": ref.version,
+                        "kind": "snapshot",
+                        "bytes": sum(f.size for f in manifest.files),
+                        "records": None,
+                        "files": len(manifest.files),
+                        "attempt": ref.attempt.hex(),
+                        "parent_version": None,
+                        "parent_attempt": None,
+                        "winning": ref in chain,
+                    }
+                )
     schema = pa.schema(
         [
+            ("lineage", pa.string()),
             ("partition", pa.int32()),
             ("version", pa.int64()),
             ("kind", pa.string()),
@@ -88,7 +106,9 @@ def inspect(
             ("records", pa.int64()),
             ("files", pa.int32()),
             ("attempt", pa.string()),
+            ("parent_version", pa.int64()),
             ("parent_attempt", pa.string()),
+            ("winning", pa.bool_()),
         ]
     )
     return pa.Table.from_pylist(rows, schema=schema)

@@ -77,6 +77,7 @@ def partition_stores(
                 conf.local_dir,
                 history_retention_ms=spec.history_retention_ms,
                 segment_interval_ms=spec.segment_interval_ms,
+                lineage=conf.query_id,
                 storage_options=conf.storage_options,
                 options=options,
                 num_partitions=num_partitions,
@@ -113,6 +114,28 @@ def _maybe_fail_after_commit() -> None:
 PartitionFn = Callable[[PartitionContext, Iterator[Any]], Iterable[Any]]
 
 
+class _Input:
+    """The partition's input batches, checked for being read to the end: state committed for
+    part of a micro-batch would be silently missing the rest on every later batch."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self._batches = iter(batches)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def require_exhausted(self) -> None:
+        for batch in self._batches:
+            raise RuntimeError(
+                "verstore.spark: the partition function returned without reading all of its "
+                f"input (a batch of {batch.num_rows} rows was left); nothing was committed. "
+                "Read every batch of the iterator, even when you do not need the rows"
+            )
+
+
 def map_partitions_with_stores(
     df: Any,
     *,
@@ -144,7 +167,9 @@ def map_partitions_with_stores(
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         with partition_stores(specs, num_partitions=num_partitions) as ctx:
-            output = list(fn(ctx, batches))
+            source = _Input(batches)
+            output = list(fn(ctx, source))
+            source.require_exhausted()
         yield from output
 
     return df.repartition(num_partitions, *keys).mapInArrow(run, schema)

@@ -1,0 +1,105 @@
+"""Cleanup: deletes what no retained version needs, working from the lineage's own version graph.
+
+Let ``tip`` be the winning chain's newest commit and ``lowest = tip.version -
+min_versions_to_retain + 1``. Versions ``lowest .. tip.version`` stay rebuildable, and so does
+*every* commit at a version ``>= lowest``, on the winning chain or not: a sibling may be the
+parent of an attempt still in flight, and cleanup must never make a commit unreachable. Each
+such commit's chain is kept down to its first usable snapshot at or below ``lowest``
+(``chain.Graph.needed``). Deleted:
+
+* commits and snapshots below ``lowest`` that no kept chain needs;
+* uploaded files that no kept manifest references, once older than ``orphan_grace_s`` (an
+  upload of a snapshot still in flight is younger);
+* temporary files older than ``orphan_grace_s``.
+
+A manifest that does not verify is not a usable base and references nothing; a manifest that
+cannot be *read* (a storage error) stops the deletion of uploaded files, since what it
+references is unknown. Everything cleanup does not understand it leaves alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from verstore.checkpoint import faults
+from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.layout import CommitRef, PartitionFiles
+from verstore.checkpoint.manifest import Manifest, decode_manifest
+from verstore.exceptions import CorruptionError
+
+if TYPE_CHECKING:
+    from verstore.checkpoint.store import CheckpointOptions
+
+log = logging.getLogger("verstore.checkpoint")
+
+
+def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
+    """Deletes what no retained version of the partition needs; returns the deleted paths.
+
+    Raises:
+        CorruptionError: The partition's version graph is broken (nothing is deleted).
+        OSError: Storage failures (whatever was deleted before stays deleted).
+    """
+    loc = files.location
+    listing = files.listing()
+    graph = Graph(files, listing)
+    now = time.time()
+    deleted: list[str] = []
+
+    def old_enough(info: Any) -> bool:
+        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+        return now - mtime >= options.orphan_grace_s
+
+    def delete(path: str) -> None:
+        faults.step("during_cleanup")
+        loc.delete(path)
+        deleted.append(path)
+
+    for info in listing.temporaries:
+        if old_enough(info):
+            delete(info.path)
+    tip = graph.tip()
+    lowest = tip.version - options.min_versions_to_retain + 1
+    if lowest <= 0:
+        return deleted
+
+    manifests: dict[CommitRef, Manifest | None] = {}
+    unreadable = False
+
+    def manifest(ref: CommitRef) -> Manifest | None:
+        nonlocal unreadable
+        if ref not in manifests:
+            path = listing.snapshots[ref].path
+            try:
+                manifests[ref] = decode_manifest(loc.read_bytes(path), loc.describe(path), ref)
+            except CorruptionError as e:
+                log.warning("cleanup: %s", e)
+                manifests[ref] = None
+            except OSError as e:
+                log.warning("cleanup: cannot read %s: %s", loc.describe(path), e)
+                manifests[ref] = None
+                unreadable = True
+        return manifests[ref]
+
+    keep_commits, keep_snapshots = graph.needed(lowest, lambda ref: manifest(ref) is not None)
+    for ref, commit in listing.commits.items():
+        if ref.version < lowest and ref not in keep_commits:
+            delete(commit.path)
+    kept_manifests = []
+    for ref, snapshot in listing.snapshots.items():
+        if ref.version < lowest and ref not in keep_snapshots:
+            delete(snapshot.path)
+        else:
+            kept_manifests.append(manifest(ref))
+    if unreadable:
+        return deleted
+    referenced = {f.durable for m in kept_manifests if m is not None for f in m.files}
+    for info in files.uploaded_files():
+        if f"SSTs/{info.base_name}" not in referenced and old_enough(info):
+            delete(info.path)
+    return deleted
+
+
+__all__ = ["cleanup"]

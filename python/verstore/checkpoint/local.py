@@ -1,0 +1,124 @@
+"""The local working copy of a partition: ``<local_dir>/<store>/q=<lineage>/p=<n>/``.
+
+```
+LOCK          an exclusive flock while a task uses the copy
+LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState)
+db/           the RocksDB working copy (write-ahead log off: the checkpoint is the log)
+```
+
+The copy is a cache. It is trusted only when ``LOCAL.json`` says it is clean at a commit that is
+on the winning chain; it is marked dirty before uncommitted work can reach ``db/`` and clean
+again only after a commit is durable. Anything else is rebuilt from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verstore.checkpoint.layout import CommitRef
+from verstore.exceptions import StoreLockedError
+from verstore.location import TMP_MARK
+
+
+@dataclass
+class LocalState:
+    """The contents of ``LOCAL.json``.
+
+    Attributes:
+        lineage: The lineage whose commit ``db/`` holds.
+        commit: That commit (None: ``db/`` matches no commit).
+        clean: Whether ``db/`` is exactly ``commit``'s state.
+        uploaded: SST name -> ``{"durable", "size", "crc32"}`` for the files of ``db/``
+            already in the checkpoint (incremental snapshots upload only the others).
+    """
+
+    lineage: str = ""
+    commit: CommitRef | None = None
+    clean: bool = False
+    uploaded: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lineage": self.lineage,
+            "version": self.commit.version if self.commit else None,
+            "attempt": self.commit.attempt.hex() if self.commit else None,
+            "clean": self.clean,
+            "uploaded": self.uploaded,
+        }
+
+    @staticmethod
+    def from_json(obj: Any) -> LocalState:
+        """Anything unexpected yields a state that is not clean (the copy gets rebuilt)."""
+        if not isinstance(obj, dict):
+            return LocalState()
+        try:
+            commit = CommitRef(int(obj["version"]), bytes.fromhex(obj["attempt"]))
+            uploaded = obj.get("uploaded") or {}
+            if not isinstance(uploaded, dict) or not all(
+                isinstance(v, dict) for v in uploaded.values()
+            ):
+                uploaded = {}
+            return LocalState(
+                lineage=str(obj["lineage"]),
+                commit=commit,
+                clean=obj.get("clean") is True,
+                uploaded=uploaded,
+            )
+        except (KeyError, TypeError, ValueError):
+            return LocalState()
+
+
+class LocalCopy:
+    """The lock, ``LOCAL.json`` and ``db/`` of one partition's local working copy."""
+
+    def __init__(self, local_dir: str | os.PathLike[str], store: str, lineage: str, partition: int):
+        self.dir = Path(local_dir) / store / f"q={lineage}" / f"p={partition}"
+        self.db = self.dir / "db"
+        self.state_file = self.dir / "LOCAL.json"
+        self._lock: Any = None
+
+    def lock(self, timeout_s: float) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self.dir / "LOCK", "a+")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock = handle
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.close()
+                    raise StoreLockedError(
+                        f"local store directory {self.dir} is locked by another task or "
+                        f"process (waited {timeout_s:g} s)"
+                    ) from None
+                time.sleep(0.05)
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def read_state(self) -> LocalState:
+        try:
+            return LocalState.from_json(json.loads(self.state_file.read_text()))
+        except (OSError, ValueError):
+            return LocalState()
+
+    def write_state(self, state: LocalState) -> None:
+        tmp = self.state_file.with_name(f"{TMP_MARK}LOCAL.json")
+        with open(tmp, "w") as handle:
+            json.dump(state.to_json(), handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.state_file)
+
+
+__all__ = ["LocalCopy", "LocalState"]

@@ -1,0 +1,227 @@
+"""A lineage's settings (``<root>/<store>/q=<lineage>/_meta.json``), written once, checked on
+every open.
+
+```json
+{"format_version": 2, "store": "prices", "lineage": "<query id>",
+ "history_retention_ms": 604800000, "segment_interval_ms": null, "num_partitions": 8,
+ "columns": {"encoding": "verstore-tuple-1", "key": [["symbol", "string"]],
+             "value": [["price", "double"]]}}
+```
+
+Everything here decides how stored bytes are read: the store's semantics (retention, segment
+interval), which partition a key lives in (``num_partitions``) and how the Spark helpers encoded
+keys and values (``columns``: the encoding and the Arrow type of every column). Opening a
+lineage with other settings is an :class:`IncompatibleConfigError` naming both; ``None`` for
+``num_partitions`` or ``columns`` records and checks nothing (the caller does not know them).
+
+The file is immutable once written, so a process remembers the settings it verified and does
+not read them again on every task.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verstore.checkpoint.layout import FORMAT_VERSION, LineageFiles
+from verstore.exceptions import (
+    CorruptionError,
+    IncompatibleConfigError,
+    IncompatibleFormatError,
+    MissingVersionError,
+)
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """How typed columns become a store's key and value bytes (recorded by the Spark helpers).
+
+    Attributes:
+        encoding: The name and version of the encoding (``verstore._core.TUPLE_ENCODING``).
+        key: ``(name, Arrow type)`` of each key column, in encoding order.
+        value: ``(name, Arrow type)`` of each value column, in encoding order.
+    """
+
+    encoding: str
+    key: tuple[tuple[str, str], ...]
+    value: tuple[tuple[str, str], ...]
+
+    @staticmethod
+    def of(encoding: str, key: Any, value: Any) -> ColumnLayout:
+        """From Arrow schemas (or sequences of fields) of the key and value columns."""
+
+        def cols(fields: Any) -> tuple[tuple[str, str], ...]:
+            return tuple((str(f.name), str(f.type)) for f in fields)
+
+        return ColumnLayout(encoding, cols(key), cols(value))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "encoding": self.encoding,
+            "key": [list(c) for c in self.key],
+            "value": [list(c) for c in self.value],
+        }
+
+    @staticmethod
+    def from_json(obj: Any) -> ColumnLayout | None:
+        def cols(items: Any) -> tuple[tuple[str, str], ...] | None:
+            if not isinstance(items, list):
+                return None
+            out = []
+            for item in items:
+                if not (
+                    isinstance(item, list)
+                    and len(item) == 2
+                    and all(isinstance(x, str) for x in item)
+                ):
+                    return None
+                out.append((item[0], item[1]))
+            return tuple(out)
+
+        if not isinstance(obj, dict) or not isinstance(obj.get("encoding"), str):
+            return None
+        key, value = cols(obj.get("key")), cols(obj.get("value"))
+        if key is None or value is None:
+            return None
+        return ColumnLayout(obj["encoding"], key, value)
+
+    def describe(self) -> str:
+        def cols(items: Sequence[tuple[str, str]]) -> str:
+            return ", ".join(f"{n}: {t}" for n, t in items) or "(none)"
+
+        return f"{self.encoding} key ({cols(self.key)}) value ({cols(self.value)})"
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """What a lineage records and checks."""
+
+    history_retention_ms: int
+    segment_interval_ms: int | None
+    num_partitions: int | None = None
+    columns: ColumnLayout | None = None
+
+    def to_json(self, files: LineageFiles) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "store": files.store_name,
+            "lineage": files.lineage,
+            "history_retention_ms": self.history_retention_ms,
+            "segment_interval_ms": self.segment_interval_ms,
+            "num_partitions": self.num_partitions,
+            "columns": self.columns.to_json() if self.columns else None,
+        }
+
+
+_verified: dict[tuple[str, str], StoreSettings] = {}
+_verified_lock = threading.Lock()
+
+
+def _optional_int(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def read_settings(files: LineageFiles) -> StoreSettings | None:
+    """The lineage's recorded settings, or ``None`` when it has no ``_meta.json`` yet.
+
+    Raises:
+        CorruptionError: The file is not a valid settings object.
+        IncompatibleFormatError: Another layout version wrote it.
+    """
+    loc = files.location
+    name = loc.describe(files.meta)
+    try:
+        data = loc.read_bytes(files.meta)
+    except FileNotFoundError:
+        return None
+    try:
+        meta = json.loads(data)
+    except (ValueError, RecursionError):
+        raise CorruptionError(f"corrupt data in {name}: not JSON") from None
+    if not isinstance(meta, dict):
+        raise CorruptionError(f"corrupt data in {name}: not a JSON object")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise IncompatibleFormatError(
+            f"{name} was written by checkpoint format {meta.get('format_version')!r}; this "
+            f"verstore reads format {FORMAT_VERSION}"
+        )
+    fields = ("history_retention_ms", "segment_interval_ms", "num_partitions")
+    if not all(_optional_int(meta.get(f)) for f in fields) or not isinstance(
+        meta.get("history_retention_ms"), int
+    ):
+        raise CorruptionError(f"corrupt data in {name}: settings of the wrong type")
+    columns = None
+    if meta.get("columns") is not None:
+        columns = ColumnLayout.from_json(meta["columns"])
+        if columns is None:
+            raise CorruptionError(f"corrupt data in {name}: malformed 'columns'")
+    return StoreSettings(
+        meta["history_retention_ms"], meta["segment_interval_ms"], meta["num_partitions"], columns
+    )
+
+
+def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> None:
+    """Records ``wanted`` for a new lineage, or checks it against what the lineage recorded.
+
+    Args:
+        files: The lineage.
+        wanted: The settings of the caller.
+        create: Whether a missing lineage may be created (False for read-only opens).
+
+    Raises:
+        IncompatibleConfigError: The lineage was created with other settings.
+        IncompatibleFormatError: The store holds state of an older checkpoint format.
+        MissingVersionError: The lineage does not exist and ``create`` is False.
+        CorruptionError: The settings file is damaged.
+    """
+    loc = files.location
+    key = (loc.describe(files.meta), json.dumps(wanted.to_json(files), sort_keys=True))
+    with _verified_lock:
+        if key in _verified:
+            return
+    stored = read_settings(files)
+    if stored is None:
+        if loc.exists(files.format1_meta):
+            raise IncompatibleFormatError(
+                f"{loc.describe(files.store_dir)} holds a store of checkpoint format 1, which "
+                f"this verstore does not read: give this query another store name or root, "
+                "or delete that directory to start the store over"
+            )
+        if not create:
+            raise MissingVersionError(
+                f"{loc.describe(files.dir)} holds no state of lineage {files.lineage!r}"
+            )
+        loc.write_new(files.meta, json.dumps(wanted.to_json(files), indent=1).encode())
+        stored = read_settings(files) or wanted
+    _compare(files, stored, wanted)
+    with _verified_lock:
+        _verified[key] = wanted
+
+
+def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) -> None:
+    where = files.location.describe(files.dir)
+    pairs: list[tuple[str, Any, Any]] = [
+        ("history_retention_ms", stored.history_retention_ms, wanted.history_retention_ms),
+        ("segment_interval_ms", stored.segment_interval_ms, wanted.segment_interval_ms),
+    ]
+    if wanted.num_partitions is not None:
+        pairs.append(("num_partitions", stored.num_partitions, wanted.num_partitions))
+    for setting, have, want in pairs:
+        if have != want:
+            raise IncompatibleConfigError(
+                f"store {files.store_name!r} at {where} was created with {setting}={have!r}, "
+                f"cannot open it with {setting}={want!r}"
+            )
+    if wanted.columns is not None and stored.columns != wanted.columns:
+        have_text = stored.columns.describe() if stored.columns else "no recorded columns"
+        raise IncompatibleConfigError(
+            f"store {files.store_name!r} at {where} holds keys and values encoded as "
+            f"{have_text}; this query encodes {wanted.columns.describe()}: use another store "
+            "name for the new layout"
+        )
+
+
+__all__ = ["ColumnLayout", "StoreSettings", "check_or_create", "read_settings"]

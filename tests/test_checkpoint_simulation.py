@@ -1,0 +1,471 @@
+"""A deterministic simulation of the checkpoint protocol (docs/checkpoint.md, "The simulation
+test"), in the spirit of FoundationDB's simulation testing.
+
+A hypothesis state machine drives real partition stores on a real local filesystem through the
+events Spark produces: several attempts per micro-batch on several executors (retries,
+speculative copies, zombies that opened before their retry and commit after it, zombies that
+open late), micro-batches in which some or no partitions run, crashes at every step of a
+commit and during a rebuild, failing snapshot uploads and cleanups, wiped executor disks, and a
+second query (lineage) on the same root and store name. Attempt ids come from a simulated clock,
+so a run is a function of hypothesis' seed.
+
+The model records every commit's operations from the empty state. The invariants:
+
+* every open returns exactly the contents of the commit it reports, a commit that was made,
+  and the one the winning chain serves for the requested version;
+* every version that cleanup keeps rebuilds, from scratch, to exactly the contents of the
+  winning chain's commit for it;
+* the next version of every partition of every lineage can always be opened (a stale attempt is
+  fenced, never the query);
+* lineages never see each other's state.
+
+``VERSTORE_SIMULATION_EXAMPLES`` (default 30) and ``VERSTORE_SIMULATION_SEED`` (default 0) set
+the run's size and seed: ``VERSTORE_SIMULATION_EXAMPLES=5000 pytest
+tests/test_checkpoint_simulation.py`` is the long run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import verstore
+from hypothesis import HealthCheck, event, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults, layout
+from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.layout import ROOT, LineageFiles
+from verstore.exceptions import FencedError
+from verstore.location import Location
+
+RETENTION_MS = 40
+SEGMENT_MS = 10
+STORE = "orders"
+PARTITIONS = 2
+EXECUTORS = 3
+LINEAGES = ("query-a", "query-b")
+KEYS = [b"", b"a", b"b", b"k\x00", b"\xff"]
+OPTIONS = CheckpointOptions(
+    snapshot_interval=2,
+    min_versions_to_retain=3,
+    orphan_grace_s=0,
+    lock_timeout_s=0,
+    replay_chunk_records=3,
+)
+COMMIT_STEPS = (
+    "before_changelog",
+    "after_changelog",
+    "after_local_state",
+    "during_snapshot_upload",
+    "before_manifest",
+    "after_manifest",
+    "before_cleanup",
+    "during_cleanup",
+)
+#: Steps at or after which a crashed commit is durable (the changelog write is the commit).
+DURABLE_FROM = COMMIT_STEPS.index("after_changelog")
+
+Op = tuple[bytes, bytes | None, int]
+"""``(key, value or None for a tombstone, timestamp)``."""
+
+
+class SimulatedCrash(BaseException):
+    """The process died at a protocol step (not an ``Exception``: nothing may swallow it)."""
+
+
+def batch_ops(lineage: str, batch: int, partition: int) -> list[Op]:
+    """The input of one micro-batch on one partition: the same for every attempt (Spark's
+    offset log gives a re-run batch the same input). Times trail the batch's time by up to
+    more than the retention, so some writes are too old, and advance by about a segment per
+    batch, so segments expire."""
+    rng = random.Random(f"{lineage}/{batch}/{partition}")
+    base = batch * 12
+    ops: list[Op] = []
+    for _ in range(rng.randint(0, 5)):
+        key = rng.choice(KEYS)
+        ts = max(0, base + rng.randint(-55, 12))
+        value = None if rng.random() < 0.2 else f"{lineage[-1]}{batch}.{rng.randint(0, 9)}".encode()
+        ops.append((key, value, ts))
+    return ops
+
+
+def dump(store: verstore.VersionedStore, keys: list[bytes]) -> Any:
+    """Everything a reader can observe of ``keys``."""
+    return (
+        store.observed_stream_time,
+        [(k, store.get(k), store.versions(k, ascending=True)) for k in keys],
+    )
+
+
+@dataclass
+class Attempt:
+    lineage: str
+    partition: int
+    batch: int
+    executor: int
+    part: PartitionStore
+    ops: list[Op] = field(default_factory=list)
+
+
+class Simulation(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        # Memory-backed when there is one: the simulation tests the protocol, not fsync.
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self.dir = Path(tempfile.mkdtemp(prefix="verstore-sim-", dir=shm))
+        self.root = self.dir / "root"
+        self.location = Location.resolve(str(self.root))
+        clock = itertools.count(1)
+        self._saved_new_attempt = layout.new_attempt
+        layout.new_attempt = lambda: next(clock).to_bytes(8, "big") + bytes(7) + b"\x01"
+        #: (lineage, partition) -> commit -> every op from the empty state, in order.
+        self.history: dict[tuple[str, int], dict[CommitRef, list[Op]]] = {}
+        self.markers: dict[tuple[str, int], list[bytes]] = {}
+        self.batch = dict.fromkeys(LINEAGES, 0)
+        self.started = {LINEAGES[0]}
+        #: (lineage, batch, partition) -> outcomes of its attempts ("committed", "failed")
+        self.outcomes: dict[tuple[str, int, int], list[str]] = {}
+        self.pending: list[Attempt] = []
+        self.touched: tuple[str, int] | None = None
+        self._contents: dict[tuple[str, int, CommitRef, int], Any] = {}
+
+    def teardown(self) -> None:
+        try:
+            for attempt in self.pending:
+                attempt.part.abort()
+            self.pending.clear()
+            for lineage in self.started:
+                for p in range(PARTITIONS):
+                    self.check_partition(lineage, p)
+        finally:
+            faults.set_hook(None)
+            layout.new_attempt = self._saved_new_attempt
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- the model --------------------------------------------------------------------------
+
+    def keys(self, lineage: str, partition: int) -> list[bytes]:
+        return KEYS + self.markers.get((lineage, partition), [])
+
+    def expected(self, lineage: str, partition: int, ref: CommitRef) -> Any:
+        keys = self.keys(lineage, partition)
+        cached = self._contents.get((lineage, partition, ref, len(keys)))
+        if cached is not None:
+            return cached
+        ops = [] if ref == ROOT else self.history[(lineage, partition)][ref]
+        store = verstore.VersionedStore.in_memory(
+            history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
+        )
+        for key, value, ts in ops:
+            store.put(key, value, ts)
+        result = dump(store, keys)
+        self._contents[(lineage, partition, ref, len(keys))] = result
+        return result
+
+    def graph(self, lineage: str, partition: int) -> Graph:
+        files = LineageFiles(self.location, STORE, lineage).partition(partition)
+        return Graph(files, files.listing())
+
+    def open(
+        self, lineage: str, partition: int, version: int, local: Path, *, read_only: bool = False
+    ) -> PartitionStore:
+        return PartitionStore.open(
+            self.location,
+            STORE,
+            partition,
+            version,
+            local,
+            lineage=lineage,
+            history_retention_ms=RETENTION_MS,
+            segment_interval_ms=SEGMENT_MS,
+            options=OPTIONS,
+            num_partitions=PARTITIONS,
+            read_only=read_only,
+        )
+
+    def check_open(self, lineage: str, partition: int, version: int, part: PartitionStore) -> None:
+        """The invariant of every open: a committed state, the one the winning chain serves."""
+        opened = part.opened
+        known = self.history.get((lineage, partition), {})
+        assert opened == ROOT or opened in known, f"opened {opened}, which was never committed"
+        assert opened.version <= version
+        assert opened == self.graph(lineage, partition).serving(version)
+        assert dump(part.store, self.keys(lineage, partition)) == self.expected(
+            lineage, partition, opened
+        )
+
+    def check_partition(self, lineage: str, partition: int) -> None:
+        """The next version opens for writing; every kept version rebuilds exactly."""
+        scratch = Path(tempfile.mkdtemp(dir=self.dir))
+        part = self.open(lineage, partition, self.batch[lineage], scratch)  # never fenced
+        part.abort()
+        shutil.rmtree(scratch)
+        graph = self.graph(lineage, partition)
+        tip = graph.tip()
+        current = self.batch[lineage]
+        assert tip.version <= current + 1
+        lowest = max(0, tip.version - OPTIONS.min_versions_to_retain + 1)
+        for version in sorted({*range(lowest, tip.version + 1), current}):
+            scratch = Path(tempfile.mkdtemp(dir=self.dir))
+            part = self.open(lineage, partition, version, scratch, read_only=True)
+            if part.stats.snapshot is not None:
+                event("rebuilt from a snapshot")
+            if part.opened.version < graph.oldest_kept() + 1 and part.opened != ROOT:
+                event("opened the oldest kept version")
+            try:
+                self.check_open(lineage, partition, version, part)
+            finally:
+                part.abort()
+                shutil.rmtree(scratch)
+
+    def local(self, executor: int) -> Path:
+        return self.dir / f"executor-{executor}"
+
+    def busy(self, lineage: str, partition: int, executor: int) -> bool:
+        return any(
+            (a.lineage, a.partition, a.executor) == (lineage, partition, executor)
+            for a in self.pending
+        )
+
+    # -- rules: tasks -------------------------------------------------------------------------
+
+    @rule(
+        data=st.data(),
+        partition=st.integers(0, PARTITIONS - 1),
+        executor=st.integers(0, EXECUTORS - 1),
+        nondeterministic=st.booleans(),
+    )
+    def open_attempt(
+        self,
+        data: st.DataObject,
+        partition: int,
+        executor: int,
+        nondeterministic: bool,
+        lineage: str | None = None,
+    ) -> None:
+        """A task of the current micro-batch opens its partition and applies its input."""
+        if lineage is None:
+            lineage = data.draw(st.sampled_from(sorted(self.started)))
+        if self.busy(lineage, partition, executor):
+            return
+        batch = self.batch[lineage]
+        self.touched = (lineage, partition)
+        part = self.open(lineage, partition, batch, self.local(executor))
+        self.check_open(lineage, partition, batch, part)
+        event(
+            "open: reused"
+            if part.stats.reused
+            else "open: rebuilt"
+            if part.stats.rebuilt
+            else "open: caught up"
+            if part.stats.replayed
+            else "open: new"
+        )
+        if part.opened.version < batch:
+            event("open of a version without its own commit")
+        attempt = Attempt(lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition))
+        if nondeterministic:
+            # A function that is not deterministic: attempts of one batch write different data.
+            marker = b"m" + part.attempt[:8].hex().encode()
+            self.markers.setdefault((lineage, partition), []).append(marker)
+            attempt.ops.append((marker, b"x", batch * 12))
+        for key, value, ts in attempt.ops:
+            part.store.put(key, value, ts)
+        self.pending.append(attempt)
+
+    @precondition(lambda self: self.pending)
+    @rule(
+        data=st.data(),
+        outcome=st.sampled_from(
+            ["ok", "ok", "ok", "snapshot_fails", "cleanup_fails"]
+            + [f"crash:{s}" for s in COMMIT_STEPS]
+        ),
+    )
+    def commit_attempt(self, data: st.DataObject, outcome: str, index: int | None = None) -> None:
+        """An open attempt commits: now, or long after (a zombie), or crashes on the way."""
+        if index is None:
+            index = data.draw(st.integers(0, len(self.pending) - 1))
+        attempt = self.pending.pop(index)
+        key = (attempt.lineage, attempt.partition)
+        self.touched = key
+        ref = CommitRef(attempt.batch + 1, attempt.part.attempt)
+        parent = attempt.part.opened
+
+        def hook(step: str) -> None:
+            if outcome == f"crash:{step}":
+                raise SimulatedCrash(step)
+            if outcome == "snapshot_fails" and step == "during_snapshot_upload":
+                raise OSError("simulated: upload failed")
+            if outcome == "cleanup_fails" and step == "during_cleanup":
+                raise OSError("simulated: delete failed")
+
+        before = self.graph(*key)
+        chain_before = list(before.walk(before.tip()))
+        faults.set_hook(hook)
+        try:
+            durable = True
+            try:
+                attempt.part.commit()
+            except SimulatedCrash as crash:
+                durable = COMMIT_STEPS.index(str(crash)) >= DURABLE_FROM
+        finally:
+            faults.set_hook(None)
+        outcomes = self.outcomes.setdefault((attempt.lineage, attempt.batch, attempt.partition), [])
+        if not durable:
+            outcomes.append("failed")
+            return
+        base = [] if parent == ROOT else self.history[key][parent]
+        self.history.setdefault(key, {})[ref] = base + attempt.ops
+        outcomes.append("committed")
+        after = self.graph(*key)
+        chain_after = list(after.walk(after.tip()))
+        if chain_before[0].version > ref.version:
+            # A write below the tip (a zombie's, after later batches) changes nothing (the
+            # snapshot and cleanup it may trigger only shorten the chain from below).
+            event("commit below the tip")
+            assert chain_after == chain_before[: len(chain_after)]
+        if any(r.version == ref.version and r.attempt > ref.attempt for r in before.commits):
+            # An attempt that opened earlier never displaces a sibling that opened later.
+            event("commit after a later-opened sibling")
+            assert ref not in chain_after
+        if ref not in chain_after:
+            event("commit off the winning chain")
+
+    @precondition(lambda self: self.pending)
+    @rule(data=st.data())
+    def abort_attempt(self, data: st.DataObject) -> None:
+        """A task fails before its commit."""
+        attempt = self.pending.pop(data.draw(st.integers(0, len(self.pending) - 1)))
+        self.touched = (attempt.lineage, attempt.partition)
+        attempt.part.abort()
+        key = (attempt.lineage, attempt.batch, attempt.partition)
+        self.outcomes.setdefault(key, []).append("failed")
+
+    @rule(data=st.data(), partitions=st.sets(st.integers(0, PARTITIONS - 1)))
+    def run_batch(self, data: st.DataObject, partitions: set[int]) -> None:
+        """A whole micro-batch goes well: each partition in ``partitions`` runs one task that
+        commits (none: a no-data batch), then Spark moves on."""
+        lineage = data.draw(st.sampled_from(sorted(self.started)))
+        batch = self.batch[lineage]
+        for p in sorted(partitions):
+            free = [e for e in range(EXECUTORS) if not self.busy(lineage, p, e)]
+            if not free:
+                continue
+            executor = data.draw(st.sampled_from(free))
+            self.open_attempt(data, p, executor, nondeterministic=False, lineage=lineage)
+            self.commit_attempt(data, "ok", index=len(self.pending) - 1)
+        self.touched = None
+        self.finish_batch(data, lineage=lineage)
+
+    @rule(data=st.data())
+    def finish_batch(self, data: st.DataObject, lineage: str | None = None) -> None:
+        """Spark completes the micro-batch: every partition that ran has a committed attempt
+        (partitions may not have run at all); open attempts of it live on as zombies."""
+        if lineage is None:
+            lineage = data.draw(st.sampled_from(sorted(self.started)))
+        batch = self.batch[lineage]
+        for p in range(PARTITIONS):
+            ran = self.outcomes.get((lineage, batch, p)) or any(
+                (a.lineage, a.batch, a.partition) == (lineage, batch, p) for a in self.pending
+            )
+            if ran and "committed" not in self.outcomes.get((lineage, batch, p), []):
+                return  # Spark would retry the task (or the query) first
+        self.batch[lineage] = batch + 1
+
+    @rule(
+        data=st.data(),
+        partition=st.integers(0, PARTITIONS - 1),
+        executor=st.integers(0, EXECUTORS - 1),
+        back=st.integers(1, 4),
+    )
+    def late_zombie_opens(
+        self, data: st.DataObject, partition: int, executor: int, back: int
+    ) -> None:
+        """An attempt of an older micro-batch (a task that was running somewhere all along)
+        opens now: fenced if its partition has moved on, else it may still commit."""
+        lineage = data.draw(st.sampled_from(sorted(self.started)))
+        batch = self.batch[lineage] - back
+        if batch < 0 or self.busy(lineage, partition, executor):
+            return
+        if "committed" not in self.outcomes.get((lineage, batch, partition), []):
+            return  # zombies exist only where an attempt of that batch ran and committed
+        self.touched = (lineage, partition)
+        tip = self.graph(lineage, partition).tip()
+        if tip.version > batch + 1:
+            event("stale attempt fenced")
+            with pytest.raises(FencedError, match="stale"):
+                self.open(lineage, partition, batch, self.local(executor))
+            return
+        part = self.open(lineage, partition, batch, self.local(executor))
+        self.check_open(lineage, partition, batch, part)
+        attempt = Attempt(lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition))
+        for key, value, ts in attempt.ops:
+            part.store.put(key, value, ts)
+        self.pending.append(attempt)
+
+    # -- rules: machines ------------------------------------------------------------------------
+
+    @rule(
+        data=st.data(),
+        partition=st.integers(0, PARTITIONS - 1),
+        executor=st.integers(0, EXECUTORS - 1),
+    )
+    def crash_during_rebuild(self, data: st.DataObject, partition: int, executor: int) -> None:
+        """The process dies while it rebuilds a local copy."""
+        lineage = data.draw(st.sampled_from(sorted(self.started)))
+        if self.busy(lineage, partition, executor):
+            return
+        self.touched = (lineage, partition)
+
+        def hook(step: str) -> None:
+            if step == "during_rebuild":
+                raise SimulatedCrash(step)
+
+        faults.set_hook(hook)
+        try:
+            part = self.open(lineage, partition, self.batch[lineage], self.local(executor))
+            part.abort()  # the local copy was reusable: nothing to crash in
+        except SimulatedCrash:
+            pass
+        finally:
+            faults.set_hook(None)
+
+    @rule(executor=st.integers(0, EXECUTORS - 1))
+    def lose_local_disk(self, executor: int) -> None:
+        """An executor's local disk is wiped (a new node, a full disk cleaned up)."""
+        if any(a.executor == executor for a in self.pending):
+            return
+        shutil.rmtree(self.local(executor), ignore_errors=True)
+
+    @precondition(lambda self: len(self.started) < len(LINEAGES))
+    @rule()
+    def start_second_query(self) -> None:
+        """A new query (a fresh Spark checkpoint) runs on the same root and store name."""
+        self.started.add(LINEAGES[1])
+
+    @invariant()
+    def touched_partition_is_exact_and_openable(self) -> None:
+        if self.touched is not None:
+            self.check_partition(*self.touched)
+            self.touched = None
+
+
+_EXAMPLES = int(os.environ.get("VERSTORE_SIMULATION_EXAMPLES", "30"))
+_SEED = int(os.environ.get("VERSTORE_SIMULATION_SEED", "0"))
+
+TestSimulation = seed(_SEED)(Simulation).TestCase
+TestSimulation.settings = settings(
+    max_examples=_EXAMPLES,
+    stateful_step_count=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
