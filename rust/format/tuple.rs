@@ -104,6 +104,9 @@ const ELEMENT_NULL: u8 = 0x01;
 const ELEMENT: u8 = 0x02;
 
 /// A column (or a type nested in it) that the tuple encoding cannot encode.
+///
+/// Not an [`Error`] variant: it is a property of a schema, found when a [`TupleCodec`] is made
+/// (the Python glue raises it as `TypeError` before any row is read), never of stored bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "column {column:?} has type {data_type}{nested}, which the tuple encoding ({TUPLE_ENCODING}) does not support",
