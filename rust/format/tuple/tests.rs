@@ -987,3 +987,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_null_in_a_column_that_is_not_nullable_is_corrupt() {
+    let strict = Arc::new(Schema::new(vec![
+        Field::new("n", DataType::Int8, false),
+        Field::new(
+            "s",
+            DataType::Struct(Fields::from(vec![Field::new("x", DataType::Int8, false)])),
+            true,
+        ),
+    ]));
+    let codec = TupleCodec::new(strict).expect("supported");
+    // a null struct's non-nullable field is fine: the struct's null covers it
+    assert!(
+        codec
+            .decode(&BinaryArray::from_iter_values([unhex("0181 00")]))
+            .is_ok()
+    );
+    for bytes in ["00 00", "0181 01 00"] {
+        let err = codec
+            .decode(&BinaryArray::from_iter_values([unhex(bytes)]))
+            .expect_err(bytes);
+        assert!(matches!(err, Error::Corrupt { .. }), "{bytes}: {err}");
+    }
+}
