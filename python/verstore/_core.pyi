@@ -336,24 +336,59 @@ class GroupHistory:
     @property
     def segment_interval_ms(self) -> int: ...
 
+TUPLE_ENCODING: Final[str]
+"""Name and version of the bytes :func:`encode_rows` writes (``"verstore-tuple-1"``); a store
+of encoded keys or values records it. ``docs/format.md`` specifies the encoding byte by byte."""
+
 def encode_rows(data: Any, columns: list[str] | None = None) -> pa.BinaryArray:
-    """Encodes typed columns into one order-preserving binary value per row (Arrow row format).
+    """Encodes typed columns into one binary value per row, in the tuple encoding.
+
+    Comparing two encodings bytewise compares the rows column by column, each in its natural
+    order with nulls first (``ORDER BY ... NULLS FIRST``); equal rows, and only those, encode
+    alike. Floats follow Spark: ``-0.0`` encodes as ``0.0`` and every NaN as one NaN, greater
+    than ``inf``. The encoding depends on the column types, not on names, nullability, time
+    zones or offset widths (``string`` and ``large_string`` encode alike). The GIL is released
+    while encoding.
+
+    Supported types: null, bool, int8/16/32/64, float32/64, decimal128, date32,
+    timestamp, duration, time64, string, large_string, binary, large_binary, and struct,
+    list, large_list and map of these: every type Spark's Arrow conversion produces.
 
     Args:
         data: A ``pyarrow.RecordBatch`` or struct array (anything with ``__arrow_c_array__``).
-        columns: The columns to encode, in this order; all when None.
+        columns: The columns to encode, in this order; all when None. No columns encode every
+            row as ``b""``.
+
+    Returns:
+        One value per row, never null.
 
     Raises:
-        ValueError: A named column does not exist.
-        TypeError: A column type the row format cannot encode.
+        ValueError: A named column does not exist, or the rows encode to more than 2 GiB.
+        TypeError: A column type (or a type nested in it) the encoding does not support, naming
+            the column and the type; raised before any row is encoded, so encoding an empty
+            batch checks a schema.
     """
 
 def decode_rows(rows: Any, schema: pa.Schema) -> pa.RecordBatch:
-    """Decodes rows made by :func:`encode_rows` with the same ``schema``; null rows decode to
-    all-null columns.
+    """Decodes rows made by :func:`encode_rows` back into columns of ``schema``.
+
+    The GIL is released while decoding.
+
+    Args:
+        rows: A ``pyarrow.BinaryArray`` (anything with ``__arrow_c_array__`` of binary type).
+            A null row decodes to a null in every column.
+        schema: The schema of the encoded columns: the same types, in the same order. Field
+            names, nullability and time zones are taken from it.
+
+    Returns:
+        A batch of ``schema`` with one row per input row.
 
     Raises:
-        CorruptionError: The bytes are not rows of this schema.
+        CorruptionError: The bytes are not rows of this schema (naming the row and column);
+            never a crash.
+        TypeError: ``rows`` is not binary, or ``schema`` has a type the encoding does not
+            support (raised before any row is decoded).
+        ValueError: A null row and a column of ``schema`` that is not nullable.
     """
 
 def read_changelog_header(data: bytes, name: str = "changelog") -> tuple[int, bytes, bytes, int]:
@@ -393,6 +428,7 @@ class StorageError(VerstoreError):
 
 __all__ = [
     "NOT_PUT",
+    "TUPLE_ENCODING",
     "VALID_TO_UNDEFINED",
     "CorruptionError",
     "GroupHistory",

@@ -5,6 +5,7 @@ pub(crate) mod key;
 pub(crate) mod latest_value;
 pub(crate) mod meta;
 pub(crate) mod segment_value;
+pub(crate) mod tuple;
 
 /// Reads a big-endian `i64` at `offset`, or `None` when `bytes` is too short.
 pub(crate) fn read_i64(bytes: &[u8], offset: usize) -> Option<i64> {

@@ -20,6 +20,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("VALID_TO_UNDEFINED", crate::VALID_TO_UNDEFINED)?;
     m.add("NOT_PUT", crate::NOT_PUT)?;
+    m.add("TUPLE_ENCODING", crate::TUPLE_ENCODING)?;
     m.add_class::<store::PyVersionedStore>()?;
     m.add_class::<record::PyVersionedRecord>()?;
     m.add_class::<history::PyGroupHistory>()?;
