@@ -89,7 +89,7 @@ class Graph:
             broken = next(r for r in self.walk(commit.ref) if r not in self.commits)
             raise CorruptionError(
                 f"corrupt data in {self.files.describe(commit.path)}: broken version chain, "
-                f"version {commit.ref.version} was built on version {broken.version} (attempt "
+                f"version {commit.ref.version} needs version {broken.version} (attempt "
                 f"{broken.attempt.hex()}), which {self.files.describe()} does not have"
             )
         self._tip = max(candidates)
@@ -104,15 +104,21 @@ class Graph:
         """
         for ref in self.walk(self.tip()):
             if ref.version <= version:
-                return ref
+                if self.reachable(ref):
+                    return ref
+                break  # below the chain's oldest base: its changelogs are gone
         raise MissingVersionError(
             f"version {version} is missing from {self.files.describe()}: it is older than the "
             f"oldest version kept ({self.oldest_kept()})"
         )
 
     def oldest_kept(self) -> int:
-        """The oldest version of the winning chain that can still be opened."""
-        return min(ref.version for ref in self.walk(self.tip()))
+        """The oldest version of the winning chain that can still be opened.
+
+        The walk down the chain ends at the empty state, at a commit known only by its
+        snapshot, or at a parent whose changelog cleanup deleted: that last one has no state.
+        """
+        return min(ref.version for ref in self.walk(self.tip()) if self.reachable(ref))
 
     def snapshots_on(self, ref: CommitRef) -> list[CommitRef]:
         """The snapshots on ``ref``'s chain, newest first: rebuild bases for ``ref``."""

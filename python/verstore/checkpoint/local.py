@@ -4,6 +4,8 @@
 LOCK          an exclusive flock while a task uses the copy
 LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState)
 db/           the RocksDB working copy (write-ahead log off: the checkpoint is the log)
+.tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint, the private
+              copy of a read-only open); what a crashed task left is removed at the next lock
 ```
 
 The copy is a cache. It is trusted only when ``LOCAL.json`` says it is clean at a commit that is
@@ -16,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +103,15 @@ class LocalCopy:
                         f"process (waited {timeout_s:g} s)"
                     ) from None
                 time.sleep(0.05)
+
+    def remove_temporaries(self) -> None:
+        """Removes what a crashed task left under a temporary name (a snapshot's checkpoint
+        directory, a read-only copy, a half-written state file). Only with the lock held."""
+        for path in self.dir.glob(f"{TMP_MARK}*"):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     def unlock(self) -> None:
         if self._lock is not None:

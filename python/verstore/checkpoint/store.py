@@ -206,7 +206,9 @@ class PartitionStore:
                 after (keys would move between partitions and lose their history).
             columns: How keys and values are encoded, recorded and checked likewise.
             read_only: Open for reading only (an operator tool or a reader): nothing is
-                recorded, the local copy is not marked dirty, and :meth:`commit` is refused.
+                recorded, the state is rebuilt in a private directory that is removed at
+                :meth:`abort` (the working copy in ``local_dir`` is left as it is), and
+                :meth:`commit` is refused.
 
         Raises:
             ValueError: A bad version, partition, store name or lineage.
@@ -246,6 +248,10 @@ class PartitionStore:
         self._attempt = layout.new_attempt()
         self._local.lock(self._options.lock_timeout_s)
         try:
+            self._local.remove_temporaries()
+            if read_only:
+                # A reader never disturbs the working copy: it builds its state privately.
+                self._local.db = self._local.dir / f"{TMP_MARK}read-only-db"
             check_or_create(lineage_files, self._settings, create=not read_only)
             self._graph = Graph(self._files, self._files.listing())
             tip = self._graph.tip()
@@ -366,6 +372,11 @@ class PartitionStore:
             above = chain[: chain.index(state.commit)]
             if all(ref in graph.commits for ref in above):
                 self._uploaded = state.uploaded
+                # From the first replayed record on, db/ is no longer the commit LOCAL.json
+                # names: a replay that fails half way must not leave it looking clean.
+                self._local.write_state(
+                    LocalState(self.lineage, None, clean=False, uploaded=state.uploaded)
+                )
                 self._store = self._open_local()
                 self._replay(list(reversed(above)), progress)
                 return
@@ -601,6 +612,8 @@ class PartitionStore:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self.read_only:
+            shutil.rmtree(self._local.db, ignore_errors=True)
         self._local.unlock()
 
 
