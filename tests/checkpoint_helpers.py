@@ -4,23 +4,30 @@ Test modules load this file as a plugin (``pytest_plugins = ["checkpoint_helpers
 session-scoped S3 server starts once per session, however many modules use it.
 
 * ``target``: a checkpoint location, parametrized over ``local`` (a directory under
-  ``tmp_path``) and ``s3`` (a fresh prefix in a bucket of the .venv's ``moto_server``, started
-  once per session; the ``s3`` cases skip when it is not installed). It opens partition stores,
-  commits op batches and reads or damages durable files.
+  ``tmp_path``) and ``s3`` (a fresh prefix in a bucket of the .venv's ``moto_server`` on
+  127.0.0.1, started once per session; the ``s3`` cases skip when it is not installed). It opens
+  partition stores, commits op batches, finds a partition's commits and snapshots by version
+  and reads or damages durable files.
 * ``make_target``/``share``/``replaced``: modules build one checkpoint per kind and share it
   between read-only tests; a test that damages a file restores it (S3 round trips are slow).
-* ``Reference``: per committed version of the current version chain, the ops applied; it
-  replays them into ``VersionedStore.in_memory`` with the same retention and interval.
+* ``Reference``: the ops of each commit of the winning chain, by version; it replays them into
+  ``VersionedStore.in_memory`` with the same retention and interval. Versions may be sparse: a
+  version without a commit of its own has the state of the newest commit below it.
 * ``reads``: every read the tests compare (get latest and as-of, versions, stream time).
+* ``ordered_attempts``: attempt ids that strictly increase in the order attempts open (real
+  ones carry the open time in milliseconds, so two opens within one millisecond would tie-break
+  at random).
+* ``forge_manifest``: a snapshot manifest with any content and a *valid* checksum.
 
 Retention and segment interval are small (40 ms and 10 ms) so that op batches span several
-segments, expire old ones and get writes rejected; checkpoints take a snapshot every 3 versions
-and retain 4, so snapshots, SST reuse and cleanup all happen within a few commits.
+segments, expire old ones and get writes rejected; checkpoints take a snapshot every 3 commits
+and retain 4 versions, so snapshots, SST reuse and cleanup all happen within a few commits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import posixpath
 import random
@@ -32,7 +39,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,12 +48,25 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 import verstore
-from verstore.checkpoint import CheckpointOptions, PartitionFiles, PartitionStore, decode_manifest
+from verstore.checkpoint import (
+    CheckpointOptions,
+    CommitRef,
+    LineageFiles,
+    Manifest,
+    PartitionFiles,
+    PartitionStore,
+    decode_manifest,
+    faults,
+    layout,
+)
+from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.manifest import ManifestFile
 from verstore.location import TMP_MARK, Location
 
 RETENTION_MS = 40
 SEGMENT_MS = 10
 STORE = "orders"
+LINEAGE = "default"
 OPTIONS = CheckpointOptions(
     snapshot_interval=3, min_versions_to_retain=4, orphan_grace_s=0, lock_timeout_s=5
 )
@@ -54,15 +75,12 @@ NO_SNAPSHOTS = CheckpointOptions(
     snapshot_interval=1_000, min_versions_to_retain=4, orphan_grace_s=0, lock_timeout_s=5
 )
 KEYS = [b"", b"a", b"b", b"k\x00", b"\xff\xff\xff"]
-#: The commit steps at which ``verstore.checkpoint.fault_hook`` is called, in order.
-COMMIT_STEPS = [
-    "before_changelog",
-    "after_changelog",
-    "during_snapshot_upload",
-    "before_manifest",
-    "after_manifest",
-    "after_local_state",
-]
+#: The commit steps at which ``verstore.checkpoint.faults`` calls the hook, in order.
+COMMIT_STEPS = [s for s in faults.STEPS if s != "during_rebuild"]
+#: Steps at or after which a commit that dies there is durable (the changelog is the commit).
+DURABLE_STEPS = COMMIT_STEPS[COMMIT_STEPS.index("after_changelog") :]
+#: Steps at or after which the local copy is recorded clean at the new commit.
+CLEAN_STEPS = COMMIT_STEPS[COMMIT_STEPS.index("after_local_state") :]
 
 Op = tuple[str, bytes, "bytes | None", int]
 """``("put" | "delete", key, value or None, timestamp)``."""
@@ -130,15 +148,15 @@ def reads(store: verstore.VersionedStore) -> dict[str, Any]:
 
 
 class Reference:
-    """The ops of each committed version of the current chain, replayed in memory on demand."""
+    """The ops of each commit of the winning chain, by version, replayed in memory on demand."""
 
     def __init__(self) -> None:
         self.batches: dict[int, list[Op]] = {}
 
     def commit(self, version: int, ops: list[Op]) -> None:
-        """Records ``version`` (a retry of it drops every later version of the old chain)."""
+        """Records the commit of ``version``: a retry of it (a sibling that wins) drops every
+        version of the old chain from ``version`` on. Versions may be sparse."""
         assert version >= 1
-        assert all(v in self.batches for v in range(1, version)), "commit skips a version"
         for v in [v for v in self.batches if v >= version]:
             del self.batches[v]
         self.batches[version] = list(ops)
@@ -151,8 +169,9 @@ class Reference:
         store = verstore.VersionedStore.in_memory(
             history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
         )
-        for v in range(1, version + 1):
-            apply_ops(store, self.batches[v])
+        for v in sorted(self.batches):
+            if v <= version:
+                apply_ops(store, self.batches[v])
         return store
 
     def reads_at(self, version: int) -> dict[str, Any]:
@@ -181,8 +200,13 @@ class Target:
     def location(self) -> Location:
         return Location.resolve(self.uri, self.storage_options)
 
-    def files(self, partition: int = 0, store: str = STORE) -> PartitionFiles:
-        return PartitionFiles(self.location, store, partition)
+    def lineage_files(self, store: str = STORE, lineage: str = LINEAGE) -> LineageFiles:
+        return LineageFiles(self.location, store, lineage)
+
+    def files(
+        self, partition: int = 0, store: str = STORE, lineage: str = LINEAGE
+    ) -> PartitionFiles:
+        return self.lineage_files(store, lineage).partition(partition)
 
     def new_local_dir(self) -> Path:
         """A fresh, empty local directory (a new executor)."""
@@ -198,6 +222,7 @@ class Target:
         options: CheckpointOptions = OPTIONS,
         partition: int = 0,
         store: str = STORE,
+        lineage: str = LINEAGE,
         **kwargs: Any,
     ) -> PartitionStore:
         kwargs.setdefault("history_retention_ms", RETENTION_MS)
@@ -210,6 +235,7 @@ class Target:
             local_dir if local_dir is not None else self.new_local_dir(),
             storage_options=self.storage_options,
             options=options,
+            lineage=lineage,
             **kwargs,
         )
 
@@ -222,16 +248,51 @@ class Target:
         options: CheckpointOptions = OPTIONS,
         partition: int = 0,
         store: str = STORE,
-    ) -> int:
-        """Opens ``version``, applies ``ops`` and commits; returns the new version."""
-        part = self.open(version, local_dir, options=options, partition=partition, store=store)
+        lineage: str = LINEAGE,
+    ) -> CommitRef:
+        """Opens ``version``, applies ``ops`` and commits; returns the new commit."""
+        part = self.open(
+            version, local_dir, options=options, partition=partition, store=store, lineage=lineage
+        )
         apply_ops(part.store, ops)
-        return part.commit()
+        attempt = part.attempt
+        return CommitRef(part.commit(), attempt)
+
+    # the version graph
+
+    def graph(self, partition: int = 0, lineage: str = LINEAGE) -> Graph:
+        files = self.files(partition, lineage=lineage)
+        return Graph(files, files.listing())
+
+    def tip(self, partition: int = 0, lineage: str = LINEAGE) -> CommitRef:
+        return self.graph(partition, lineage).tip()
+
+    def winning(self, version: int, partition: int = 0, lineage: str = LINEAGE) -> CommitRef:
+        """The winning chain's commit of exactly ``version``."""
+        graph = self.graph(partition, lineage)
+        [ref] = [r for r in graph.walk(graph.tip()) if r.version == version]
+        return ref
+
+    def changelog(self, version: int, partition: int = 0, lineage: str = LINEAGE) -> str:
+        """The path of the winning chain's changelog of ``version``."""
+        graph = self.graph(partition, lineage)
+        return graph.commits[self.winning(version, partition, lineage)].path
+
+    def snapshot(self, version: int, partition: int = 0, lineage: str = LINEAGE) -> str:
+        """The path of the snapshot manifest of the winning chain's commit of ``version``."""
+        return self.files(partition, lineage=lineage).snapshot(
+            self.winning(version, partition, lineage)
+        )
+
+    def manifest(self, version: int, partition: int = 0, lineage: str = LINEAGE) -> Manifest:
+        ref = self.winning(version, partition, lineage)
+        path = self.files(partition, lineage=lineage).snapshot(ref)
+        return decode_manifest(self.read(path), self.describe(path), ref)
 
     # durable files
 
     def path(self, name: str, partition: int = 0, store: str = STORE) -> str:
-        """A path inside a partition's durable directory (``"3.changelog"``, ``"SSTs/..."``)."""
+        """A path inside a partition's durable directory (``"SSTs/..."``)."""
         return posixpath.join(self.files(partition, store).dir, name)
 
     def describe(self, path: str) -> str:
@@ -241,7 +302,11 @@ class Target:
         return self.location.read_bytes(path)
 
     def write(self, path: str, data: bytes) -> None:
-        self.location.write_atomic(path, data)
+        """Writes (or overwrites: tests damage files) ``path``."""
+        fs = self.location.filesystem
+        fs.create_dir(posixpath.dirname(path), recursive=True)
+        with fs.open_output_stream(path) as out:
+            out.write(data)
 
     def remove(self, path: str) -> None:
         self.location.filesystem.delete_file(path)
@@ -252,13 +317,20 @@ class Target:
     def names(self, directory: str) -> set[str]:
         return {info.base_name for info in self.location.list(directory)}
 
-    def manifest(self, version: int, partition: int = 0) -> dict[str, Any]:
-        path = self.path(f"{version}.snapshot", partition)
-        return decode_manifest(self.read(path), self.describe(path))
+    def tree(self) -> dict[str, int]:
+        """Every file under the location: relative path -> size."""
+        fs = self.location.filesystem
+        root = self.location.root.rstrip("/")
+        selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
+        return {
+            info.path[len(root) + 1 :]: info.size
+            for info in fs.get_file_info(selector)
+            if info.type == pafs.FileType.File
+        }
 
     def cli_args(self) -> list[str]:
         """The URI and ``--storage-option`` flags for the CLI (string options only: the CLI
-        passes every value as a string)."""
+        types the others from their text)."""
         args = [self.uri]
         for key, value in (self.storage_options or {}).items():
             if isinstance(value, str):
@@ -269,8 +341,15 @@ class Target:
 def open_and_read(
     target: Target, version: int, local_dir: Path | None = None
 ) -> tuple[dict[str, Any], bool]:
-    """Opens ``version`` (a fresh local directory by default): ``(reads, rebuilt)``; aborts."""
-    part = target.open(version, local_dir)
+    """Opens ``version`` and aborts: ``(reads, rebuilt)``.
+
+    Without ``local_dir``, a read-only open in a fresh directory (any kept version, a rebuild);
+    with it, an open for writing there (a task: the local copy may be reused or caught up).
+    """
+    if local_dir is None:
+        part = target.open(version, read_only=True)
+    else:
+        part = target.open(version, local_dir)
     try:
         return reads(part.store), part.rebuilt
     finally:
@@ -297,33 +376,59 @@ def commit_batches(
     ops_per_batch: int = 25,
     options: CheckpointOptions = OPTIONS,
     partition: int = 0,
+    lineage: str = LINEAGE,
 ) -> None:
     """Commits versions ``start + 1 .. stop`` from ``start`` with seeded batches."""
     for version in range(start, stop):
         ops = generate_ops(rng, ops_per_batch, ref.stream_time_at(version))
-        new = target.commit(version, ops, local_dir, options=options, partition=partition)
-        assert new == version + 1
+        new = target.commit(
+            version, ops, local_dir, options=options, partition=partition, lineage=lineage
+        )
+        assert new.version == version + 1
         ref.commit(version + 1, ops)
 
 
 def assert_no_orphans(target: Target, partition: int = 0) -> None:
-    """Right after a cleanup with ``orphan_grace_s=0``: every SST is referenced, no temp files."""
+    """Right after a cleanup with ``orphan_grace_s=0``: every uploaded file is referenced by a
+    manifest of the partition, and no temporary file is left."""
     files = target.files(partition)
-    _, snapshots, others = files.listing()
-    referenced = {
-        posixpath.basename(entry["durable"])
-        for v in snapshots
-        for entry in target.manifest(v, partition)["files"]
-    }
+    listing = files.listing()
+    referenced = set()
+    for ref, snapshot in listing.snapshots.items():
+        manifest = decode_manifest(target.read(snapshot.path), snapshot.path, ref)
+        referenced |= {posixpath.basename(f.durable) for f in manifest.files}
     assert target.names(files.sst_dir) == referenced
-    assert not [o.base_name for o in others if o.base_name.startswith(TMP_MARK)]
+    assert not listing.temporaries
+
+
+# --- forged files -------------------------------------------------------------------------------
+
+
+def forge_manifest(body: dict[str, Any]) -> bytes:
+    """``body`` as a manifest file with a valid checksum, computed as ``manifest.py`` does
+    (crc32 of the canonical JSON of every field but ``checksum``)."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps({**body, "checksum": zlib.crc32(canonical)}, indent=1).encode()
+
+
+def manifest_body(manifest: Manifest) -> dict[str, Any]:
+    """A manifest's fields (without ``checksum``), to edit and :func:`forge_manifest`."""
+    body = json.loads(manifest.encode())
+    del body["checksum"]
+    assert isinstance(body, dict)
+    return body
+
+
+def attempt_id(n: int) -> bytes:
+    """A valid-looking attempt id (nonzero)."""
+    return n.to_bytes(8, "big") + bytes(7) + b"\x01"
 
 
 # --- fault injection ----------------------------------------------------------------------------
 
 _CHILD = """
 import json, os, signal, sys
-import verstore.checkpoint as cp
+from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 
 args = json.loads(sys.argv[1])
 
@@ -331,12 +436,13 @@ def hook(step):
     if step == args["step"]:
         os.kill(os.getpid(), signal.SIGKILL)
 
-cp.fault_hook = hook
-part = cp.PartitionStore.open(
+faults.set_hook(hook)
+part = PartitionStore.open(
     args["uri"], args["store"], 0, args["version"], args["local_dir"],
     history_retention_ms=args["retention"], segment_interval_ms=args["interval"],
-    storage_options=args["storage_options"], options=cp.CheckpointOptions(**args["options"]),
+    storage_options=args["storage_options"], options=CheckpointOptions(**args["options"]),
 )
+print("attempt", part.attempt.hex(), flush=True)
 for kind, key, value, ts in args["ops"]:
     key = bytes.fromhex(key)
     if kind == "put":
@@ -349,14 +455,14 @@ print("committed", part.commit(), flush=True)
 
 _REBUILD_CHILD = """
 import json, os, signal, sys
-import verstore.checkpoint as cp
+from verstore.checkpoint import PartitionStore
 
 args = json.loads(sys.argv[1])
 
 def progress(phase, done, total):
     os.kill(os.getpid(), signal.SIGKILL)
 
-cp.PartitionStore.open(
+PartitionStore.open(
     args["uri"], args["store"], 0, args["version"], args["local_dir"],
     history_retention_ms=args["retention"], segment_interval_ms=args["interval"],
     storage_options=args["storage_options"], progress=progress,
@@ -365,11 +471,8 @@ print("opened", flush=True)
 """
 
 
-def rebuild_in_child(
-    target: Target, version: int, local_dir: Path
-) -> subprocess.CompletedProcess[str]:
-    """Opens ``version`` in a child process that SIGKILLs itself after replaying one changelog."""
-    args = {
+def _child_args(target: Target, version: int, local_dir: Path) -> dict[str, Any]:
+    return {
         "uri": target.uri,
         "storage_options": target.storage_options,
         "store": STORE,
@@ -378,8 +481,15 @@ def rebuild_in_child(
         "retention": RETENTION_MS,
         "interval": SEGMENT_MS,
     }
+
+
+def rebuild_in_child(
+    target: Target, version: int, local_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    """Opens ``version`` in a child process that SIGKILLs itself after replaying one changelog
+    (of a rebuild or of catching up a local copy)."""
     return subprocess.run(
-        [sys.executable, "-c", _REBUILD_CHILD, json.dumps(args)],
+        [sys.executable, "-c", _REBUILD_CHILD, json.dumps(_child_args(target, version, local_dir))],
         capture_output=True,
         text=True,
         timeout=120,
@@ -397,13 +507,7 @@ def commit_in_child(
 ) -> subprocess.CompletedProcess[str]:
     """Commits ``ops`` on ``version`` in a child process that SIGKILLs itself at ``step``."""
     args = {
-        "uri": target.uri,
-        "storage_options": target.storage_options,
-        "store": STORE,
-        "version": version,
-        "local_dir": str(local_dir),
-        "retention": RETENTION_MS,
-        "interval": SEGMENT_MS,
+        **_child_args(target, version, local_dir),
         "options": {
             "snapshot_interval": options.snapshot_interval,
             "min_versions_to_retain": options.min_versions_to_retain,
@@ -497,6 +601,21 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     return make_target(request, request.param, tmp_path)
 
 
+@pytest.fixture
+def ordered_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attempt ids that strictly increase in open order within this process (still led by the
+    open time in ms, so that they also sort after those of earlier child processes)."""
+    last = itertools.count()
+    previous = [0]
+
+    def new_attempt() -> bytes:
+        ms = max(int(time.time() * 1000), previous[0] + 1)
+        previous[0] = ms
+        return ms.to_bytes(8, "big") + next(last).to_bytes(7, "big") + b"\x01"
+
+    monkeypatch.setattr(layout, "new_attempt", new_attempt)
+
+
 @contextlib.contextmanager
 def replaced(target: Target, path: str, data: bytes | None) -> Iterator[None]:
     """Replaces the durable file ``path`` by ``data`` (None: deletes it), restoring it after.
@@ -530,41 +649,55 @@ def flip_byte(data: bytes, offset: int) -> bytes:
     return data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1 :]
 
 
-def first_sst(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def first_sst(manifest: Manifest) -> ManifestFile:
     """The manifest entry of the largest SST file."""
-    ssts = [e for e in manifest["files"] if e["name"].endswith(".sst")]
+    ssts = [f for f in manifest.files if f.is_sst]
     assert ssts, "the snapshot holds no SST file"
-    return dict(max(ssts, key=lambda e: e["size"]))
+    return max(ssts, key=lambda f: f.size)
 
 
-def local_state(local_dir: Path, partition: int = 0) -> dict[str, Any]:
+def local_partition_dir(local_dir: Path, partition: int = 0, lineage: str = LINEAGE) -> Path:
+    return local_dir / STORE / f"q={lineage}" / f"p={partition}"
+
+
+def local_state(local_dir: Path, partition: int = 0, lineage: str = LINEAGE) -> dict[str, Any]:
     """The ``LOCAL.json`` of a local directory."""
-    state = json.loads((local_dir / STORE / f"p={partition}" / "LOCAL.json").read_text())
+    state = json.loads(
+        (local_partition_dir(local_dir, partition, lineage) / "LOCAL.json").read_text()
+    )
     assert isinstance(state, dict)
     return state
 
 
 __all__ = [
+    "CLEAN_STEPS",
     "COMMIT_STEPS",
+    "DURABLE_STEPS",
     "KEYS",
+    "LINEAGE",
     "NO_SNAPSHOTS",
     "OPTIONS",
     "RETENTION_MS",
     "SEGMENT_MS",
     "STORE",
+    "TMP_MARK",
     "Op",
     "Reference",
     "Target",
     "apply_ops",
     "assert_no_orphans",
     "assert_version_matches",
+    "attempt_id",
     "commit_batches",
     "commit_in_child",
     "first_sst",
     "flip_byte",
+    "forge_manifest",
     "generate_ops",
+    "local_partition_dir",
     "local_state",
     "make_target",
+    "manifest_body",
     "open_and_read",
     "reads",
     "rebuild_in_child",
