@@ -2,6 +2,9 @@
 
 ``URI`` is a checkpoint root (holding one directory per store) or one store's directory, as a
 local path or a ``pyarrow.fs`` URI; ``--storage-option key=value`` configures the filesystem.
+Exit status: 0 success; 1 a problem (a key not found, a damaged or hostile file, nothing found,
+an error, each named on stderr or as a ``PROBLEM`` line); 2 an ambiguous store or lineage (name
+one with ``--store`` / ``--lineage``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ from typing import Any
 
 from verstore.checkpoint import CheckpointOptions, LineageFiles, PartitionStore, read_settings
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.survey import find_lineages, find_stores, summarize, verify_partition
+from verstore.checkpoint.survey import (
+    find_lineages,
+    find_stores,
+    format1_error,
+    summarize,
+    verify_partition,
+)
 from verstore.exceptions import CorruptionError, VerstoreError
 from verstore.location import Location
 
@@ -46,25 +55,37 @@ def _option_value(text: str) -> Any:
     return text
 
 
+class _Failed(Exception):
+    """A selection the CLI cannot make: exit status ``code`` (2: ambiguous, 1: not found)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def _lineage(root: Location, store: str, wanted: str | None) -> LineageFiles:
     found = find_lineages(root, store, wanted)
     if len(found) != 1:
+        if not found and (old := format1_error(root, store)) is not None:
+            raise old
         names = ", ".join(f.lineage for f in find_lineages(root, store)) or "none"
-        raise SystemExit(
-            f"store {store}: name one lineage with --lineage (found: {names})"
-            if found
-            else f"store {store} has no lineage {wanted!r} (found: {names})"
-            if wanted
-            else f"store {store} holds no state (lineages: {names})"
-        )
+        if found:
+            raise _Failed(f"store {store}: name one lineage with --lineage (found: {names})", 2)
+        if wanted:
+            raise _Failed(f"store {store} has no lineage {wanted!r} (found: {names})", 1)
+        raise _Failed(f"store {store} holds no state (lineages: {names})", 1)
     return found[0]
 
 
 def _one_store(loc: Location, args: argparse.Namespace) -> tuple[str, Location]:
     stores = list(find_stores(loc, args.store))
     if len(stores) != 1:
-        names = ", ".join(s[0] for s in stores) or "none"
-        raise SystemExit(f"name one store with --store (found: {names})")
+        names = ", ".join(s[0] for s in find_stores(loc)) or "none"
+        if stores:
+            raise _Failed(f"name one store with --store (found: {names})", 2)
+        if args.store:
+            raise _Failed(f"no store {args.store!r} at {args.uri} (found: {names})", 1)
+        raise _Failed(f"no verstore checkpoint at {args.uri}", 1)
     return stores[0]
 
 
@@ -80,11 +101,21 @@ def _progress(label: str) -> Any:
 def cmd_inspect(args: argparse.Namespace) -> int:
     loc = Location.resolve(args.uri, _options(args.storage_option))
     found = False
+    problems = 0
     for name, root in find_stores(loc, args.store):
         found = True
         print(f"store {name}")
+        old = format1_error(root, name)
+        if old is not None:
+            print(f"  PROBLEM {old}")
+            problems += 1
         for lineage in find_lineages(root, name, args.lineage):
-            settings = read_settings(lineage)
+            try:
+                settings = read_settings(lineage)
+            except VerstoreError as e:
+                print(f"  lineage {lineage.lineage}: PROBLEM {e}")
+                problems += 1
+                continue
             if settings is None:
                 print(f"  lineage {lineage.lineage}: no settings file")
                 continue
@@ -99,6 +130,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 s = summarize(lineage.partition(p))
                 if s.problem:
                     print(f"    p={p}: PROBLEM {s.problem}")
+                    problems += 1
                     continue
                 off = f", {s.off_chain} off the winning chain" if s.off_chain else ""
                 print(
@@ -109,7 +141,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if not found:
         print(f"no verstore checkpoint at {args.uri}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if problems else 0
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -154,7 +186,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     loc = Location.resolve(args.uri, _options(args.storage_option))
     problems: list[str] = []
     checked = 0
+    stores = 0
     for name, root in find_stores(loc, args.store):
+        stores += 1
+        old = format1_error(root, name)
+        if old is not None:
+            problems.append(str(old))
         for lineage in find_lineages(root, name, args.lineage):
             try:
                 read_settings(lineage)
@@ -169,7 +206,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 )
     for problem in problems:
         print(f"PROBLEM {problem}")
-    if not checked:
+    if not stores:
         print(f"no verstore checkpoint at {args.uri}", file=sys.stderr)
         return 1
     print(f"verified {checked} partitions: {'OK' if not problems else f'{len(problems)} problems'}")
@@ -204,7 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))
-    except VerstoreError as e:
+    except _Failed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.code
+    except (VerstoreError, OSError) as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
 

@@ -23,7 +23,7 @@ from verstore.checkpoint.layout import (
 )
 from verstore.checkpoint.manifest import decode_manifest, file_crc32
 from verstore.checkpoint.store import MANIFEST_LIMIT
-from verstore.exceptions import VerstoreError
+from verstore.exceptions import IncompatibleFormatError, VerstoreError
 from verstore.location import Location
 
 Progress = Callable[[str, int, int], None]
@@ -54,6 +54,18 @@ def find_stores(loc: Location, only: str | None = None) -> Iterator[tuple[str, L
 
 def find_lineages(root: Location, store: str, only: str | None = None) -> list[LineageFiles]:
     return [LineageFiles(root, store, q) for q in lineages(root, store) if only in (None, q)]
+
+
+def format1_error(root: Location, store: str) -> IncompatibleFormatError | None:
+    """The error for a store directory of checkpoint format 1 (verstore 0.1, no lineages),
+    whose ``_meta.json`` sits in the store directory itself; ``None`` for any other."""
+    store_dir = root.path(store)
+    if not root.exists(posixpath.join(store_dir, META_NAME)):
+        return None
+    return IncompatibleFormatError(
+        f"{root.describe(store_dir)} holds a store of checkpoint format 1, which this verstore "
+        "does not read"
+    )
 
 
 @dataclass
@@ -138,7 +150,9 @@ def verify_partition(
     return problems
 
 
-def _verify_changelogs(files: PartitionFiles, listing: Listing, progress: Progress | None) -> list[str]:
+def _verify_changelogs(
+    files: PartitionFiles, listing: Listing, progress: Progress | None
+) -> list[str]:
     loc = files.location
     problems = []
     commits = sorted(listing.commits.values(), key=lambda c: c.ref)
@@ -163,6 +177,7 @@ __all__ = [
     "PartitionSummary",
     "find_lineages",
     "find_stores",
+    "format1_error",
     "summarize",
     "verify_partition",
 ]
