@@ -1,9 +1,10 @@
 """Rebuild time of a checkpointed partition store: from changelogs only and from a snapshot.
 
 A store of ``VERSIONS`` writes (versions of keys, out of order within a batch) is committed
-as ``COMMITS`` changelogs; the benchmark opens the last version in an empty local directory,
-which rebuilds it: by replaying every changelog, or by downloading the snapshot taken at the
-last commit. Replay throughput is VERSIONS / median seconds.
+as ``COMMITS`` changelogs of one lineage; the benchmark opens the last version in an empty local
+directory, which rebuilds it: by replaying every changelog, or by downloading the snapshot taken
+at the last commit (``OpenStats`` says which it did). Replay throughput is VERSIONS / median
+seconds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from verstore.checkpoint import CheckpointOptions, PartitionStore
+from verstore.checkpoint import CheckpointOptions, OpenStats, PartitionStore
 
 VERSIONS = int(os.environ.get("VERSTORE_BENCH_VERSIONS", "200000"))
 COMMITS = 20
@@ -56,14 +57,28 @@ def test_rebuild(benchmark: Any, checkpoint: tuple[Path, int], tmp_path: Path) -
         shutil.rmtree(local, ignore_errors=True)
         return (), {}
 
+    stats: list[OpenStats] = []
+
     def rebuild() -> int:
         part = PartitionStore.open(
             str(root), "bench", 0, version, local, history_retention_ms=RETENTION_MS
         )
-        assert part.rebuilt
+        stats.append(part.stats)
         n = part.store.observed_stream_time
         part.abort()
         return n
 
     assert benchmark.pedantic(rebuild, setup=setup, rounds=3) == VERSIONS - 1
+    last = stats[-1]
+    assert last.rebuilt
+    if snapshot_taken(root):
+        assert (last.snapshot is not None, last.replayed) == (True, 0)
+    else:
+        assert (last.snapshot, last.replayed) == (None, COMMITS)
     benchmark.extra_info["versions"] = VERSIONS
+    benchmark.extra_info["replayed_bytes"] = last.replayed_bytes
+    benchmark.extra_info["downloaded_bytes"] = last.downloaded_bytes
+
+
+def snapshot_taken(root: Path) -> bool:
+    return any(root.glob("bench/q=*/p=0/*.snapshot"))
