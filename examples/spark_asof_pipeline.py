@@ -307,9 +307,9 @@ def tree_bytes(path: Path) -> int:
 
 
 def local_copies(local_dir: Path) -> dict[int, Path]:
-    """Partition -> local RocksDB directory of the store: ``<local>/<query>/<store>/p=N/db``."""
+    """Partition -> local RocksDB directory of the store: ``<local>/<store>/q=<query>/p=N/db``."""
     copies = {}
-    for db in local_dir.glob(f"*/{STORE}/p=*/db"):
+    for db in local_dir.glob(f"{STORE}/q=*/p=*/db"):
         copies[int(db.parent.name.removeprefix("p="))] = db
     return copies
 

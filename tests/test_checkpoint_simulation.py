@@ -271,7 +271,9 @@ class Simulation(RuleBasedStateMachine):
         )
         if part.opened.version < batch:
             event("open of a version without its own commit")
-        attempt = Attempt(lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition))
+        attempt = Attempt(
+            lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition)
+        )
         if nondeterministic:
             # A function that is not deterministic: attempts of one batch write different data.
             marker = b"m" + part.attempt[:8].hex().encode()
@@ -354,7 +356,6 @@ class Simulation(RuleBasedStateMachine):
         """A whole micro-batch goes well: each partition in ``partitions`` runs one task that
         commits (none: a no-data batch), then Spark moves on."""
         lineage = data.draw(st.sampled_from(sorted(self.started)))
-        batch = self.batch[lineage]
         for p in sorted(partitions):
             free = [e for e in range(EXECUTORS) if not self.busy(lineage, p, e)]
             if not free:
@@ -406,7 +407,9 @@ class Simulation(RuleBasedStateMachine):
             return
         part = self.open(lineage, partition, batch, self.local(executor))
         self.check_open(lineage, partition, batch, part)
-        attempt = Attempt(lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition))
+        attempt = Attempt(
+            lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition)
+        )
         for key, value, ts in attempt.ops:
             part.store.put(key, value, ts)
         self.pending.append(attempt)

@@ -44,11 +44,11 @@ def main(work: Path) -> None:
         executors = sorted(
             {
                 str(p.relative_to(work / "spark-local")).split("/verstore/")[0]: []
-                for p in (work / "spark-local").glob("**/verstore/*/asof/p=*")
+                for p in (work / "spark-local").glob("**/verstore/asof/q=*/p=*")
             }
         )
         holdings: dict[str, list[int]] = {e: [] for e in executors}
-        for p in (work / "spark-local").glob("**/verstore/*/asof/p=*"):
+        for p in (work / "spark-local").glob("**/verstore/asof/q=*/p=*"):
             executor = str(p.relative_to(work / "spark-local")).split("/verstore/")[0]
             holdings[executor].append(int(p.name.removeprefix("p=")))
         result: dict[str, Any] = {

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from verstore.spark import asof_join
-from verstore.spark._util import parse_duration_ms
+from verstore.spark._args import parse_duration_ms
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)

@@ -19,6 +19,7 @@ import pytest
 from verstore import VersionedStore
 from verstore.spark import latest_by_timestamp, versioned_table_join
 from verstore.spark._runtime import FAIL_AFTER_COMMIT, PartitionContext
+from verstore.spark._spill import SpillArea
 
 pytest.register_assert_rewrite("streams", "table_streams")
 from streams import Collector, batch_input_rows, ms, run_available_now, ts  # noqa: E402
@@ -281,7 +282,7 @@ def test_argument_errors(spark: Any) -> None:
         versioned_table_join(df, df, on="k", left_time="t", right_time="t", how="cross")
     with pytest.raises(ValueError, match="lookup must be"):
         versioned_table_join(df, df, on="k", left_time="t", right_time="t", lookup="asof")
-    with pytest.raises(ValueError, match="num_partitions must be >= 1"):
+    with pytest.raises(ValueError, match="num_partitions must be an int >= 1"):
         versioned_table_join(df, df, on="k", left_time="t", right_time="t", num_partitions=0)
 
 
@@ -297,8 +298,13 @@ def chunks(batch: pa.RecordBatch, rng: random.Random) -> Iterator[pa.RecordBatch
     return iter(parts)
 
 
+def spill_area(tmp_path: Path, seed: int) -> SpillArea:
+    """Odd seeds get a budget of a few rows, so every buffer and sort spills to disk."""
+    return SpillArea(tmp_path, 2_000 if seed % 2 else 1 << 40)
+
+
 @pytest.mark.parametrize("emit", ["changes", "latest", "all"])
-def test_latest_partition_function_matches_reference(emit: str) -> None:
+def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) -> None:
     from verstore.spark.tables import _LatestPartition
 
     columns = ["customer", "t", "item", "qty", "change", "previous_item", "previous_qty"]
@@ -310,6 +316,7 @@ def test_latest_partition_function_matches_reference(emit: str) -> None:
         fn = _LatestPartition(
             store="s", keys=["customer"], time_col="t", values=["item", "qty"],
             deletes="removed", emit=emit, previous=True, out_names=columns,
+            value_schema=pa.schema([schema.field("item"), schema.field("qty")]),
         )  # fmt: skip
         expected = latest_reference(
             batches, emit=emit, key="customer", time="t", values=["item", "qty"],
@@ -317,8 +324,11 @@ def test_latest_partition_function_matches_reference(emit: str) -> None:
         )  # fmt: skip
         for b, rows in enumerate(batches):
             data = pa.RecordBatch.from_pylist([{**r, "__vs_ts": r["t"]} for r in rows], schema)
-            ctx = PartitionContext(stores={"s": store}, batch_id=b, partition=0, rebuilt={})
-            got = [r for out in fn(ctx, chunks(data, rng)) for r in out.to_pylist()]
+            with spill_area(tmp_path, seed) as area:
+                ctx = PartitionContext(
+                    stores={"s": store}, batch_id=b, partition=0, rebuilt={}, spill=area
+                )
+                got = [r for out in fn(ctx, chunks(data, rng)) for r in out.to_pylist()]
             assert Counter(tuple(r[c] for c in columns) for r in got) == Counter(
                 tuple(r[c] for c in columns) for r in expected[b]
             ), (seed, b)
@@ -326,7 +336,7 @@ def test_latest_partition_function_matches_reference(emit: str) -> None:
 
 @pytest.mark.parametrize("lookup", ["as_of", "latest"])
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
-def test_join_partition_function_matches_reference(how: str, lookup: str) -> None:
+def test_join_partition_function_matches_reference(how: str, lookup: str, tmp_path: Path) -> None:
     from verstore.spark.tables import _JoinPartition
 
     left_t = pa.struct([("lt", pa.int64()), ("name", pa.string())])
@@ -349,7 +359,9 @@ def test_join_partition_function_matches_reference(how: str, lookup: str) -> Non
         }
         fn = _JoinPartition(
             stores=("j_left", "j_right"), keys=["__vs_k0"], how=how, lookup=lookup,
-            out_names=["id", "lt", "name", "rt", "city"], n_left=2,
+            out_names=["id", "lt", "name", "rt", "city"],
+            key_schema=pa.schema([schema.field("__vs_k0")]),
+            value_schemas=(pa.schema(list(left_t)), pa.schema(list(right_t))),
         )  # fmt: skip
         expected = join_reference(left, right, how=how, lookup=lookup)
         for b, (lrows, rrows) in enumerate(zip(left, right, strict=True)):
@@ -362,8 +374,11 @@ def test_join_partition_function_matches_reference(how: str, lookup: str) -> Non
             ]
             rng.shuffle(rows)
             data = pa.RecordBatch.from_pylist(rows, schema)
-            ctx = PartitionContext(stores=stores, batch_id=b, partition=0, rebuilt={})
-            got = [r for out in fn(ctx, chunks(data, rng)) for r in out.to_pylist()]
+            with spill_area(tmp_path, seed) as area:
+                ctx = PartitionContext(
+                    stores=stores, batch_id=b, partition=0, rebuilt={}, spill=area
+                )
+                got = [r for out in fn(ctx, chunks(data, rng)) for r in out.to_pylist()]
             assert Counter((r["id"], r["name"], r["lt"], r["city"], r["rt"]) for r in got) == (
                 Counter(expected[b])
             ), (seed, b)

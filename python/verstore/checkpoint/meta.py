@@ -54,7 +54,7 @@ class ColumnLayout:
         """From Arrow schemas (or sequences of fields) of the key and value columns."""
 
         def cols(fields: Any) -> tuple[tuple[str, str], ...]:
-            return tuple((str(f.name), str(f.type)) for f in fields)
+            return tuple((str(f.name), describe_type(f.type)) for f in fields)
 
         return ColumnLayout(encoding, cols(key), cols(value))
 
@@ -95,6 +95,28 @@ class ColumnLayout:
         return f"{self.encoding} key ({cols(self.key)}) value ({cols(self.value)})"
 
 
+def describe_type(t: Any) -> str:
+    """An Arrow type as the stored bytes depend on it: what changes how bytes are read back is
+    kept (names, units, decimal scale), what does not is dropped (time zones, which Spark takes
+    from the session; 32- vs 64-bit offsets; nullability)."""
+    import pyarrow.types as pt
+
+    if pt.is_timestamp(t):
+        return f"timestamp[{t.unit}]"
+    if pt.is_large_string(t):
+        return "string"
+    if pt.is_large_binary(t):
+        return "binary"
+    if pt.is_list(t) or pt.is_large_list(t):
+        return f"list<{describe_type(t.value_type)}>"
+    if pt.is_map(t):
+        return f"map<{describe_type(t.key_type)}, {describe_type(t.item_type)}>"
+    if pt.is_struct(t):
+        fields = ", ".join(f"{f.name}: {describe_type(f.type)}" for f in t)
+        return f"struct<{fields}>"
+    return str(t)
+
+
 @dataclass(frozen=True)
 class StoreSettings:
     """What a lineage records and checks."""
@@ -116,12 +138,17 @@ class StoreSettings:
         }
 
 
+#: A settings file larger than this is not a settings file (a hostile one must not exhaust
+#: memory).
+META_LIMIT = 1 << 20
+_I64 = 2**63
+
 _verified: dict[tuple[str, str], StoreSettings] = {}
 _verified_lock = threading.Lock()
 
 
-def _optional_int(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+def _whole(value: Any, low: int, high: int = _I64) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
 
 
 def read_settings(files: LineageFiles) -> StoreSettings | None:
@@ -134,25 +161,33 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
     loc = files.location
     name = loc.describe(files.meta)
     try:
-        data = loc.read_bytes(files.meta)
+        data = loc.read_bytes(files.meta, META_LIMIT)
     except FileNotFoundError:
         return None
+    except ValueError:
+        raise CorruptionError(
+            f"corrupt data in {name}: larger than {META_LIMIT} bytes, not a settings file"
+        ) from None
     try:
         meta = json.loads(data)
     except (ValueError, RecursionError):
         raise CorruptionError(f"corrupt data in {name}: not JSON") from None
     if not isinstance(meta, dict):
         raise CorruptionError(f"corrupt data in {name}: not a JSON object")
-    if meta.get("format_version") != FORMAT_VERSION:
+    if not _whole(meta.get("format_version"), 0):
+        raise CorruptionError(f"corrupt data in {name}: no format_version")
+    if meta["format_version"] != FORMAT_VERSION:
         raise IncompatibleFormatError(
-            f"{name} was written by checkpoint format {meta.get('format_version')!r}; this "
+            f"{name} was written by checkpoint format {meta['format_version']}; this "
             f"verstore reads format {FORMAT_VERSION}"
         )
-    fields = ("history_retention_ms", "segment_interval_ms", "num_partitions")
-    if not all(_optional_int(meta.get(f)) for f in fields) or not isinstance(
-        meta.get("history_retention_ms"), int
+    interval, partitions = meta.get("segment_interval_ms"), meta.get("num_partitions")
+    if not (
+        _whole(meta.get("history_retention_ms"), 0)
+        and (interval is None or _whole(interval, 1))
+        and (partitions is None or _whole(partitions, 1, 2**31))
     ):
-        raise CorruptionError(f"corrupt data in {name}: settings of the wrong type")
+        raise CorruptionError(f"corrupt data in {name}: settings of the wrong type or range")
     columns = None
     if meta.get("columns") is not None:
         columns = ColumnLayout.from_json(meta["columns"])

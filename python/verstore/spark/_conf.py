@@ -19,6 +19,8 @@ LOCAL_DIR = PREFIX + "localDir"
 SNAPSHOT_INTERVAL = PREFIX + "snapshotInterval"
 MIN_VERSIONS_TO_RETAIN = PREFIX + "minVersionsToRetain"
 LOCK_TIMEOUT_S = PREFIX + "lockTimeoutSeconds"
+MEMORY_LIMIT_MB = PREFIX + "memoryLimitMb"
+DEFAULT_MEMORY_LIMIT_MB = 256
 
 
 def configure(
@@ -30,6 +32,7 @@ def configure(
     snapshot_interval: int | None = None,
     min_versions_to_retain: int | None = None,
     lock_timeout_s: float | None = None,
+    memory_limit_mb: int | None = None,
 ) -> None:
     """Points verstore at a checkpoint location for this Spark session.
 
@@ -48,12 +51,22 @@ def configure(
         min_versions_to_retain: Versions kept rebuildable by cleanup (default 100, at least 2).
         lock_timeout_s: How long a task waits for a partition's local directory held by a
             previous task of the same partition (default 60).
+        memory_limit_mb: How much Arrow data a partition-mode task holds in memory (its
+            micro-batch's input while the table updates are applied, its output until the
+            commit) before it spills to ``local_dir`` (default 256). RocksDB's own memory is
+            separate (docs/spark.md, sizing).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
     from verstore.checkpoint import CheckpointOptions
 
     # Refuse bad values here, on the driver, rather than in every task.
+    if memory_limit_mb is not None and (
+        not isinstance(memory_limit_mb, int)
+        or isinstance(memory_limit_mb, bool)
+        or memory_limit_mb < 1
+    ):
+        raise ValueError(f"memory_limit_mb must be an int >= 1, got {memory_limit_mb!r}")
     CheckpointOptions(
         snapshot_interval=10 if snapshot_interval is None else snapshot_interval,
         min_versions_to_retain=100 if min_versions_to_retain is None else min_versions_to_retain,
@@ -66,6 +79,7 @@ def configure(
         (SNAPSHOT_INTERVAL, snapshot_interval),
         (MIN_VERSIONS_TO_RETAIN, min_versions_to_retain),
         (LOCK_TIMEOUT_S, lock_timeout_s),
+        (MEMORY_LIMIT_MB, memory_limit_mb),
     ):
         if value is not None:
             spark.conf.set(key, str(value))
@@ -86,6 +100,7 @@ class TaskConf:
     snapshot_interval: int
     min_versions_to_retain: int
     lock_timeout_s: float
+    memory_limit_bytes: int
 
     @staticmethod
     def current() -> TaskConf:
@@ -138,4 +153,5 @@ class TaskConf:
             snapshot_interval=int(prop(SNAPSHOT_INTERVAL) or 10),
             min_versions_to_retain=int(prop(MIN_VERSIONS_TO_RETAIN) or 100),
             lock_timeout_s=float(prop(LOCK_TIMEOUT_S) or 60),
+            memory_limit_bytes=int(prop(MEMORY_LIMIT_MB) or DEFAULT_MEMORY_LIMIT_MB) << 20,
         )

@@ -3,9 +3,12 @@ the partition's Arrow batches to a function, and commits when the input is exhau
 
 Task ``(batch b, partition p)`` opens version ``b`` of every store it uses and commits
 ``b + 1`` after the function has consumed all input and produced all output. A retried task
-(any failure before or after the commit) opens version ``b`` again — never "latest" — so it
-recomputes exactly the same output from exactly the same state. Output is materialized before
-the commit and yielded after it: a task never commits state for output it did not produce.
+(any failure before or after the commit) opens version ``b`` again, never "latest", so it
+recomputes exactly the same output from exactly the same state (``docs/checkpoint.md`` has the
+protocol that makes retries, zombies and skipped micro-batches safe). Output is buffered before
+the commit (spilling to local disk past the task's memory budget) and yielded after it: a task
+never commits state for output it did not produce, and never emits output of state it did not
+commit.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from verstore._core import VersionedStore
-from verstore.checkpoint import CheckpointOptions, PartitionStore
+from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.spark._conf import PREFIX, TaskConf
+from verstore.spark._spill import RowBuffer, SpillArea
 
 #: Fault injection for tests: with this conf set to "true", a task raises right after its
 #: commit on its first attempt, so that Spark retries a task whose state is already committed.
@@ -31,20 +35,33 @@ class StoreSpec:
     Attributes:
         history_retention_ms: History retention, also the grace period for writes.
         segment_interval_ms: Segment interval; None applies Kafka's default rule.
+        columns: How keys and values are encoded (recorded in the store and checked on every
+            open, so that a query with other key or value types never misreads its bytes);
+            None for stores whose bytes are the function's own business.
     """
 
     history_retention_ms: int
     segment_interval_ms: int | None = None
+    columns: ColumnLayout | None = None
 
 
 @dataclass
 class PartitionContext:
-    """What a partition function gets besides its input: the open stores and where it runs."""
+    """What a partition function gets besides its input: the open stores and where it runs.
+
+    Attributes:
+        stores: Store name -> the open store.
+        batch_id: The micro-batch.
+        partition: The partition.
+        rebuilt: Store name -> whether it was rebuilt from the checkpoint (not reused locally).
+        spill: Where buffers that outgrow the task's memory budget spill to.
+    """
 
     stores: dict[str, VersionedStore]
     batch_id: int
     partition: int
     rebuilt: dict[str, bool]
+    spill: SpillArea
 
     def store(self, name: str) -> VersionedStore:
         try:
@@ -56,11 +73,18 @@ class PartitionContext:
 
 @contextmanager
 def partition_stores(
-    specs: Mapping[str, StoreSpec], *, num_partitions: int | None
+    specs: Mapping[str, StoreSpec], *, num_partitions: int | None, spill: SpillArea | None = None
 ) -> Iterator[PartitionContext]:
     """Opens the task's partition of every store at the batch's version; commits all on a clean
     exit, aborts all on an exception."""
     conf = TaskConf.current()
+    with SpillArea(conf.local_dir, conf.memory_limit_bytes) as own_spill:
+        yield from _partition_stores(conf, specs, num_partitions, spill or own_spill)
+
+
+def _partition_stores(
+    conf: TaskConf, specs: Mapping[str, StoreSpec], num_partitions: int | None, spill: SpillArea
+) -> Iterator[PartitionContext]:
     options = CheckpointOptions(
         snapshot_interval=conf.snapshot_interval,
         min_versions_to_retain=conf.min_versions_to_retain,
@@ -81,12 +105,14 @@ def partition_stores(
                 storage_options=conf.storage_options,
                 options=options,
                 num_partitions=num_partitions,
+                columns=spec.columns,
             )
         yield PartitionContext(
             stores={name: p.store for name, p in opened.items()},
             batch_id=conf.batch_id,
             partition=conf.partition,
             rebuilt={name: p.rebuilt for name, p in opened.items()},
+            spill=spill,
         )
     except BaseException:
         for p in opened.values():
@@ -151,7 +177,11 @@ def map_partitions_with_stores(
     change across restarts is refused), then ``fn`` receives a :class:`PartitionContext` with
     the partition's stores open at the batch's version and an iterator of
     ``pyarrow.RecordBatch``; it returns or yields ``pyarrow.RecordBatch`` of ``schema``. Use
-    batch store calls only. ``fn`` must be deterministic for exactly-once results.
+    batch store calls only. ``fn`` must be deterministic for exactly-once results, and must
+    read its input to the end (a task that leaves input unread fails and commits nothing).
+    Output is buffered until the stores are committed, in memory up to the task's memory
+    budget (``configure(memory_limit_mb=...)``) and on local disk beyond it; use
+    ``ctx.spill`` (``verstore.spark._spill``) to bound your own buffers likewise.
 
     Args:
         df: A streaming DataFrame.
@@ -161,15 +191,23 @@ def map_partitions_with_stores(
         fn: The partition function.
         schema: The output schema (a ``StructType`` or DDL string).
     """
-    if num_partitions < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    if (
+        not isinstance(num_partitions, int)
+        or isinstance(num_partitions, bool)
+        or num_partitions < 1
+    ):
+        raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
     specs = dict(stores)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        with partition_stores(specs, num_partitions=num_partitions) as ctx:
-            source = _Input(batches)
-            output = list(fn(ctx, source))
-            source.require_exhausted()
-        yield from output
+        conf = TaskConf.current()
+        with SpillArea(conf.local_dir, conf.memory_limit_bytes) as spill:
+            output = RowBuffer(spill, share=0.25)
+            with partition_stores(specs, num_partitions=num_partitions, spill=spill) as ctx:
+                source = _Input(batches)
+                for batch in fn(ctx, source):
+                    output.add(batch)
+                source.require_exhausted()
+            yield from output.batches()
 
     return df.repartition(num_partitions, *keys).mapInArrow(run, schema)

@@ -9,11 +9,13 @@ or the table update arrives.
 Per micro-batch and partition (partition mode, see ``_runtime``):
 
 1. The batch's table updates are applied to the store: key = the ``on`` columns, value = the
-   ``table_values`` columns, both encoded to bytes in Rust (arrow-row format), timestamp =
-   ``table_time`` in epoch milliseconds. Updates are applied sorted by (key, time, tie-breaker,
-   value bytes), so equal (key, time) pairs have a defined winner whatever order Spark delivers
-   rows in (exactly-once rests on this).
-2. Every stream row of the batch is looked up with one ``get_batch(keys, as_of=times)``.
+   ``table_values`` columns (and tie-breakers), both in verstore's tuple encoding, timestamp =
+   ``table_time`` in epoch milliseconds. Updates are applied in a canonical order, by (time,
+   key, tie-breaker, value), so equal (key, time) pairs have a defined winner and expiry
+   depends only on earlier micro-batches, whatever order Spark delivers rows in (exactly-once
+   rests on this). The sort spills to local disk past the task's memory budget.
+2. Every stream row of the batch is looked up with ``get_batch(keys, as_of=times)``, a chunk
+   at a time.
 
 Both steps are batch calls on whole Arrow columns; no Python code runs per row.
 """
@@ -25,8 +27,23 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from verstore.spark import _kernels as K
+from verstore.spark._args import (
+    arrow_schema,
+    check_store_name,
+    check_unique,
+    col,
+    column_layout,
+    column_names,
+    epoch_ms,
+    parse_duration_ms,
+    require_columns,
+)
+from verstore.spark._args import (
+    num_partitions as partitions_of,
+)
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
-from verstore.spark._util import column_names, parse_duration_ms, require_columns
+from verstore.spark._spill import SORT_KEY, ExternalSorter, RowBuffer
 
 VALID_FROM = "table_valid_from"
 VALID_TO = "table_valid_to"
@@ -49,6 +66,8 @@ def asof_join(
     num_partitions: int | None = None,
     tie_breaker: str | Sequence[str] | None = None,
     store: str = "asof",
+    tolerance: str | int | timedelta | None = None,
+    allow_exact_matches: bool = True,
 ) -> Any:
     """Joins each stream row with the table version valid at the row's event time.
 
@@ -86,6 +105,10 @@ def asof_join(
       with a null key or null time are ignored, and so are updates with a time before the
       epoch (the store holds non-negative times); a stream row with a null time is unmatched.
     * Table key columns are cast to the stream's key types when they differ.
+    * ``tolerance`` (pandas ``merge_asof``, polars ``join_asof``): a version that took effect
+      more than this long before the stream row does not match it (the row is unmatched).
+      ``allow_exact_matches=False``: only versions that took effect strictly before the
+      row's time match (at millisecond resolution).
     * The store (``store``, in the checkpoint root set by :func:`verstore.spark.configure`)
       and ``num_partitions`` are fixed for the life of the query's checkpoint: use a distinct
       ``store`` name for each as-of join of one checkpoint root.
@@ -106,6 +129,10 @@ def asof_join(
         num_partitions: Partitions of the store; default ``spark.sql.shuffle.partitions``.
         tie_breaker: Table column(s) that order updates of equal (key, time): largest wins.
         store: The store's name under the checkpoint root.
+        tolerance: The largest staleness of a match: ``"5 minutes"``-style text, an int in ms
+            or a ``timedelta``; None (default) for any.
+        allow_exact_matches: Whether a version that took effect at exactly the row's time
+            matches (default True, as in ``merge_asof``).
 
     Returns:
         A streaming DataFrame: the stream's columns, the ``table_values`` columns, and
@@ -127,9 +154,11 @@ def asof_join(
     tie_cols = column_names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
     if how not in ("left", "inner"):
         raise ValueError(f"how must be 'left' or 'inner', got {how!r}")
-    if not store or "/" in store or store.startswith("."):
-        raise ValueError(f"store must be a plain directory name, got {store!r}")
+    if not isinstance(allow_exact_matches, bool):
+        raise TypeError(f"allow_exact_matches must be a bool, got {allow_exact_matches!r}")
+    check_store_name(store)
     retention_ms = parse_duration_ms(history_retention, name="history_retention")
+    tolerance_ms = None if tolerance is None else parse_duration_ms(tolerance, name="tolerance")
 
     s_schema = {f.name: f for f in stream.schema.fields}
     t_schema = {f.name: f for f in table_updates.schema.fields}
@@ -142,24 +171,11 @@ def asof_join(
         require_columns(t_schema, value_cols, "table_updates")
     stream_cols = list(s_schema)
     out_names = [*stream_cols, *value_cols, VALID_FROM, VALID_TO]
-    clashes = sorted({n for n in out_names if out_names.count(n) > 1})
-    if clashes:
-        raise ValueError(
-            f"asof_join output would have duplicate columns {clashes}: rename them in stream or "
-            "table_updates, or choose table_values"
-        )
+    check_unique(out_names, "asof_join")
 
-    s_time_ms, _ = _epoch_ms(s_schema[stream_time], "stream_time")
-    t_time_ms, time_is_ts = _epoch_ms(t_schema[table_time], "table_time")
-
-    spark = stream.sparkSession
-    n = (
-        num_partitions
-        if num_partitions is not None
-        else int(spark.conf.get("spark.sql.shuffle.partitions"))
-    )
-    if n < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {n}")
+    s_time_ms, _ = epoch_ms(s_schema[stream_time], "stream_time")
+    t_time_ms, time_is_ts = epoch_ms(t_schema[table_time], "table_time")
+    n = partitions_of(stream, num_partitions)
 
     keys = [f"__vs_k{i}" for i in range(len(on_cols))]
     s_names = [f"__vs_s{i}" for i in range(len(stream_cols))]
@@ -167,21 +183,21 @@ def asof_join(
     b_names = [f"__vs_b{i}" for i in range(len(tie_cols))]
     stream_side = stream.select(
         F.lit(_STREAM).cast("byte").alias(_SIDE),
-        *[_col(c).alias(k) for c, k in zip(on_cols, keys, strict=True)],
+        *[col(c).alias(k) for c, k in zip(on_cols, keys, strict=True)],
         s_time_ms.alias(_TIME),
-        *[_col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True)],
+        *[col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True)],
     )
     table_side = table_updates.select(
         F.lit(_TABLE).cast("byte").alias(_SIDE),
         *[
-            _col(c).cast(s_schema[c].dataType).alias(k)
+            col(c).cast(s_schema[c].dataType).alias(k)
             if t_schema[c].dataType != s_schema[c].dataType
-            else _col(c).alias(k)
+            else col(c).alias(k)
             for c, k in zip(on_cols, keys, strict=True)
         ],
         t_time_ms.alias(_TIME),
-        *[_col(c).alias(v) for c, v in zip(value_cols, v_names, strict=True)],
-        *[_col(c).alias(b) for c, b in zip(tie_cols, b_names, strict=True)],
+        *[col(c).alias(v) for c, v in zip(value_cols, v_names, strict=True)],
+        *[col(c).alias(b) for c, b in zip(tie_cols, b_names, strict=True)],
     )
     tagged = stream_side.unionByName(table_side, allowMissingColumns=True)
 
@@ -193,6 +209,11 @@ def asof_join(
             T.StructField(VALID_TO, T.LongType(), True),
         ]
     )
+    stored_fields = [t_schema[c] for c in [*value_cols, *tie_cols]]
+    layout = column_layout(
+        arrow_schema([s_schema[c] for c in on_cols]), arrow_schema(stored_fields)
+    )
+    stored_schema = arrow_schema(stored_fields, [*v_names, *b_names])
     fn = _AsofPartition(
         store=store,
         keys=keys,
@@ -201,22 +222,30 @@ def asof_join(
         tie_breakers=b_names,
         out_names=out_names,
         inner=how == "inner",
+        stored_schema=stored_schema,
+        tolerance_ms=tolerance_ms,
+        strict=not allow_exact_matches,
     )
     joined = map_partitions_with_stores(
         tagged,
         keys=keys,
         num_partitions=n,
-        stores={store: StoreSpec(history_retention_ms=retention_ms)},
+        stores={store: StoreSpec(history_retention_ms=retention_ms, columns=layout)},
         fn=fn,
         schema=out_schema,
     )
     if not time_is_ts:
         return joined
     return joined.select(
-        *[_col(c) for c in out_names[:-2]],
-        F.timestamp_millis(_col(VALID_FROM)).alias(VALID_FROM),
-        F.timestamp_millis(_col(VALID_TO)).alias(VALID_TO),
+        *[col(c) for c in out_names[:-2]],
+        F.timestamp_millis(col(VALID_FROM)).alias(VALID_FROM),
+        F.timestamp_millis(col(VALID_TO)).alias(VALID_TO),
     )
+
+
+# Columns of the compact update rows the sort holds: encoded key, time, encoded stored value,
+# encoded tie-breakers (a fraction of the input's size for wide tables).
+_K, _T, _V, _B = "k", "t", "v", "b"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,157 +259,91 @@ class _AsofPartition:
     tie_breakers: list[str]
     out_names: list[str]
     inner: bool
+    stored_schema: Any  # pyarrow.Schema of the stored columns (values, then tie-breakers)
+    tolerance_ms: int | None = None
+    strict: bool = False
 
-    def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> list[Any]:
-        import pyarrow as pa
+    def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
 
-        received = list(batches)  # all table updates must be applied before any lookup
-        if not received:
-            return []
-        data = _one_batch(pa.Table.from_batches(received))
         store = ctx.store(self.store)
-        side = data.column(_SIDE)
-        updates = data.filter(pc.equal(side, _TABLE))
-        if updates.num_rows:
-            self._apply(store, updates)
-        lookups = data.filter(pc.equal(side, _STREAM))
-        if not lookups.num_rows:
-            return []
-        return [self._lookup(store, lookups)]
+        # Every table update of the batch is applied before any lookup: updates go to a
+        # sort (in the canonical order), stream rows wait in a buffer.
+        updates = ExternalSorter(ctx.spill, share=0.4)
+        lookups = RowBuffer(ctx.spill, share=0.2)
+        for batch in batches:
+            side = batch.column(_SIDE)
+            table_rows = batch.filter(pc.equal(side, _TABLE))
+            if table_rows.num_rows:
+                updates.add(self._compact(table_rows))
+            stream_rows = batch.filter(pc.equal(side, _STREAM))
+            if stream_rows.num_rows:
+                lookups.add(stream_rows.select([*self.keys, _TIME, *self.stream_cols]))
+        for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
+            self._apply(store, chunk)
+        for rows in lookups.batches():
+            yield self._lookup(store, rows)
 
     def _stored_columns(self) -> list[str]:
         return [*self.values, *self.tie_breakers]
 
-    def _encode_values(self, batch: Any) -> Any:
-        import pyarrow as pa
-
-        from verstore._core import encode_rows
-
-        stored = self._stored_columns()
-        if not stored:  # arrow-row needs a column; every version carries the same empty value
-            return pa.repeat(pa.scalar(b"", pa.binary()), batch.num_rows)
-        return encode_rows(batch, stored)
-
-    def _apply(self, store: Any, updates: Any) -> None:
+    def _compact(self, updates: Any) -> Any:
+        """The updates that can be stored, as (sort key, k, t, v, b): the sort key orders by
+        (time, key, tie-breaker, value), whose runs of equal (time, key) end with the winner."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from verstore._core import decode_rows, encode_rows
-
         time = updates.column(_TIME)
-        ok = pc.and_(_all_valid(updates, [*self.keys, _TIME]), pc.greater_equal(time, 0))
+        ok = pc.and_(K.all_valid(updates, [*self.keys, _TIME]), pc.greater_equal(time, 0))
         updates = updates.filter(pc.fill_null(ok, False))
-        if not updates.num_rows:
-            return
-        sortable = {
-            "k": encode_rows(updates, self.keys),
-            "t": updates.column(_TIME),
-            "v": self._encode_values(updates),
+        columns = {
+            SORT_KEY: K.encode(updates, [_TIME, *self.keys, *self.tie_breakers, *self.values]),
+            _K: K.encode(updates, self.keys),
+            _T: updates.column(_TIME),
+            _V: K.encode(updates, self._stored_columns()),
         }
-        order = [("k", "ascending"), ("t", "ascending")]
         if self.tie_breakers:
-            # arrow-row bytes order like the typed values, nulls first (smallest)
-            sortable["b"] = encode_rows(updates, self.tie_breakers)
-            order.append(("b", "ascending"))
-        order.append(("v", "ascending"))
-        table = pa.table(sortable)
-        table = _one_batch(table.take(pc.sort_indices(table, sort_keys=order)))
-        if table.num_rows > 1:
-            # keep the last (winning) update of each (key, time)
-            k, t = table.column("k"), table.column("t")
-            same_as_next = pc.and_(
-                pc.equal(k.slice(0, len(k) - 1), k.slice(1)),
-                pc.equal(t.slice(0, len(t) - 1), t.slice(1)),
-            )
-            keep = pa.concat_arrays([pc.invert(same_as_next), pa.array([True])])
-            table = table.filter(keep)
+            columns[_B] = K.encode(updates, self.tie_breakers)
+        return pa.RecordBatch.from_pydict(columns)
+
+    def _apply(self, store: Any, chunk: Any) -> None:
+        """Applies a chunk of updates sorted by the sort key, whose (time, key) runs are whole."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        k, t = chunk.column(_K), chunk.column(_T)
+        winners = chunk.filter(pa.array(K.run_ends(K.run_starts([t, k]))))
         if self.tie_breakers:
             # an update loses to a stored version at the same time with a larger tie-breaker
-            existing = store.get_batch(table.column("k"), as_of=table.column("t"))
-            stored_schema = pa.schema([updates.schema.field(c) for c in self._stored_columns()])
-            stored_b = encode_rows(
-                decode_rows(existing.column("value"), stored_schema), self.tie_breakers
-            )
-            same_slot = pc.fill_null(
-                pc.equal(existing.column("timestamp"), table.column("t")), False
-            )
-            beaten = pc.and_(same_slot, pc.greater(stored_b, table.column("b")))
-            table = table.filter(pc.invert(beaten))
-        # Apply in time order: whether a late update is within the grace period then depends
-        # only on the table times of earlier micro-batches, not on how keys sort.
-        table = table.take(
-            pc.sort_indices(table, sort_keys=[("t", "ascending"), ("k", "ascending")])
-        )
-        store.put_batch(table.column("k"), table.column("v"), table.column("t"))
+            k, t = winners.column(_K), winners.column(_T)
+            existing = store.get_batch(k, as_of=t)
+            stored = K.decode(existing.column("value"), self.stored_schema)
+            stored_b = K.encode(stored, self.tie_breakers)
+            same_slot = pc.fill_null(pc.equal(existing.column("timestamp"), t), False)
+            beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_B)))
+            winners = winners.filter(pc.invert(pc.fill_null(beaten, False)))
+        store.put_batch(winners.column(_K), winners.column(_V), winners.column(_T))
 
     def _lookup(self, store: Any, rows: Any) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from verstore._core import decode_rows, encode_rows
-
-        ok = pc.fill_null(_all_valid(rows, [*self.keys, _TIME]), False)
-        as_of = pc.if_else(ok, rows.column(_TIME), 0)
-        found = store.get_batch(encode_rows(rows, self.keys), as_of=as_of)
+        ok = pc.fill_null(K.all_valid(rows, [*self.keys, _TIME]), False)
+        time = rows.column(_TIME)
+        as_of = pc.subtract(time, 1) if self.strict else time
+        ok = pc.and_(ok, pc.fill_null(pc.greater_equal(as_of, 0), False))
+        found = store.get_batch(K.encode(rows, self.keys), as_of=pc.if_else(ok, as_of, 0))
+        if self.tolerance_ms is not None:
+            fresh = pc.less_equal(pc.subtract(time, found.column("timestamp")), self.tolerance_ms)
+            ok = pc.and_(ok, pc.fill_null(fresh, False))
         value = pc.if_else(ok, found.column("value"), pa.scalar(None, pa.binary()))
         valid_from = pc.if_else(ok, found.column("timestamp"), pa.scalar(None, pa.int64()))
         valid_to = pc.if_else(ok, found.column("valid_to"), pa.scalar(None, pa.int64()))
         columns = [rows.column(c) for c in self.stream_cols]
         if self.values:
-            schema = pa.schema([rows.schema.field(c) for c in self._stored_columns()])
-            decoded = decode_rows(value, schema)
+            decoded = K.decode(value, self.stored_schema)
             columns += [decoded.column(c) for c in self.values]
         out = pa.RecordBatch.from_arrays([*columns, valid_from, valid_to], names=self.out_names)
         if self.inner:
             out = out.filter(pc.is_valid(value))
         return out
-
-
-def _one_batch(table: Any) -> Any:
-    import pyarrow as pa
-
-    chunks = table.combine_chunks().to_batches()
-    if len(chunks) == 1:
-        return chunks[0]
-    if not chunks:
-        return pa.RecordBatch.from_arrays(
-            [pa.array([], type=f.type) for f in table.schema], schema=table.schema
-        )
-    raise ValueError(TOO_LARGE)
-
-
-TOO_LARGE = (
-    "a partition's micro-batch holds more than 2 GiB in one column: use more partitions "
-    "(num_partitions) or smaller micro-batches (maxOffsetsPerTrigger / maxFilesPerTrigger)"
-)
-
-
-def _all_valid(batch: Any, columns: list[str]) -> Any:
-    import pyarrow.compute as pc
-
-    ok = pc.is_valid(batch.column(columns[0]))
-    for c in columns[1:]:
-        ok = pc.and_(ok, pc.is_valid(batch.column(c)))
-    return ok
-
-
-def _col(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def _epoch_ms(field: Any, arg: str) -> tuple[Any, bool]:
-    """``(epoch-ms long column, is_timestamp)`` for a time column."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if isinstance(field.dataType, T.TimestampType):
-        return F.unix_millis(_col(field.name)), True
-    if isinstance(field.dataType, T.LongType | T.IntegerType | T.ShortType | T.ByteType):
-        return _col(field.name).cast("long"), False
-    raise TypeError(
-        f"{arg} column {field.name!r} must be a timestamp or an integer (epoch ms), "
-        f"got {field.dataType.simpleString()}"
-    )

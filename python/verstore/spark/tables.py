@@ -9,10 +9,12 @@ valid-to means it was out of order and only rewrote history, so it is not forwar
 aggregation or a table-table join ignores it); ``NOT_PUT`` means it was older than the grace
 period and was dropped.
 
-Both helpers run in partition mode (``_runtime``): per micro-batch and partition, one batch
-``get_batch`` before and one ``put_batch``, then vectorized bookkeeping over whole Arrow
-columns (no Python code per key or row). Keys and values are encoded to bytes in Rust
-(arrow-row format) and decoded back to typed columns for the output.
+Both helpers run in partition mode (``_runtime``): per micro-batch and partition, the updates
+are applied in their canonical order a chunk at a time (one ``get_batch`` before and one
+``put_batch`` per chunk), then vectorized bookkeeping over whole Arrow columns (no Python code
+per key or row). Keys and values are stored in verstore's tuple encoding and decoded back to
+typed columns for the output. A micro-batch larger than the task's memory budget is sorted and
+buffered on local disk (``_spill``).
 
 Determinism (exactly-once rests on it, see ``docs/spark.md``): Spark gives no order within a
 micro-batch, so every batch is processed in a defined order:
@@ -23,7 +25,8 @@ micro-batch, so every batch is processed in a defined order:
   replaces the stored one (Kafka's rule).
 * Updates are applied in time order (then key order): a batch's updates can then only expire
   (``NOT_PUT``) against the stream time of earlier micro-batches, never because a later update
-  of another key happened to be applied first.
+  of another key happened to be applied first. Chunks of that order hold whole (time, key)
+  runs, so chunking changes nothing.
 """
 
 from __future__ import annotations
@@ -34,8 +37,21 @@ from datetime import timedelta
 from typing import Any
 
 from verstore._core import NOT_PUT
+from verstore.spark import _kernels as K
+from verstore.spark._args import (
+    arrow_schema,
+    check_store_name,
+    check_unique,
+    col,
+    column_layout,
+    column_names,
+    epoch_ms,
+    parse_duration_ms,
+    require_columns,
+)
+from verstore.spark._args import num_partitions as partitions_of
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
-from verstore.spark._util import column_names, parse_duration_ms, require_columns
+from verstore.spark._spill import SORT_KEY, ExternalSorter
 
 CHANGE = "change"
 UPSERT, DELETE = "upsert", "delete"
@@ -129,7 +145,7 @@ def latest_by_timestamp(
         raise ValueError("key must name at least one column")
     if emit not in ("changes", "latest", "all"):
         raise ValueError(f"emit must be 'changes', 'latest' or 'all', got {emit!r}")
-    _check_store_name(store)
+    check_store_name(store)
     retention_ms = parse_duration_ms(history_retention, name="history_retention")
     schema = {f.name: f for f in updates.schema.fields}
     require_columns(schema, [*key_cols, time_col, *([deletes] if deletes else [])], "updates")
@@ -147,12 +163,14 @@ def latest_by_timestamp(
             f"deletes column {deletes!r} must be boolean, got "
             f"{schema[deletes].dataType.simpleString()}"
         )
-    time_ms = _epoch_ms(schema[time_col], "time_col")
-    n = _partitions(updates, num_partitions)
+    time_ms, _ = epoch_ms(schema[time_col], "time_col")
+    n = partitions_of(updates, num_partitions)
 
     prev_names = [PREVIOUS_PREFIX + c for c in values] if previous else []
     out_names = [*key_cols, time_col, *values, CHANGE, *prev_names]
-    _check_unique(out_names, "latest_by_timestamp")
+    check_unique(out_names, "latest_by_timestamp")
+    value_schema = arrow_schema([schema[c] for c in values])
+    layout = column_layout(arrow_schema([schema[c] for c in key_cols]), value_schema)
     out_schema = T.StructType(
         [
             *[schema[c] for c in key_cols],
@@ -167,10 +185,10 @@ def latest_by_timestamp(
     )
     valid = F.lit(True)
     for c in key_cols:
-        valid = valid & _col(c).isNotNull()
+        valid = valid & col(c).isNotNull()
     prepared = updates.select(
-        *[_col(c) for c in dict.fromkeys([*key_cols, time_col, *values])],
-        *([_col(deletes)] if deletes else []),
+        *[col(c) for c in dict.fromkeys([*key_cols, time_col, *values])],
+        *([col(deletes)] if deletes else []),
         time_ms.alias(_TS),
     ).where(valid & F.col(_TS).isNotNull() & (F.col(_TS) >= 0))
     fn = _LatestPartition(
@@ -182,15 +200,21 @@ def latest_by_timestamp(
         emit=emit,
         previous=previous,
         out_names=out_names,
+        value_schema=value_schema,
     )
     return map_partitions_with_stores(
         prepared,
         keys=key_cols,
         num_partitions=n,
-        stores={store: StoreSpec(history_retention_ms=retention_ms)},
+        stores={store: StoreSpec(history_retention_ms=retention_ms, columns=layout)},
         fn=fn,
         schema=out_schema,
     )
+
+
+# Columns of the compact rows a latest_by_timestamp sort holds: encoded key, time, deleted flag,
+# encoded value (null for a delete), the chunk of a latest-candidate and the value before it.
+_K, _T, _D, _V, _CHUNK, _BEFORE = "k", "t", "d", "v", "chunk", "before"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,72 +229,145 @@ class _LatestPartition:
     emit: str
     previous: bool
     out_names: list[str]
+    value_schema: Any  # pyarrow.Schema of the value columns
 
-    def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> list[Any]:
+    def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
+        store = ctx.store(self.store)
+        updates = ExternalSorter(ctx.spill, share=0.4)
+        for batch in batches:
+            if batch.num_rows:
+                updates.add(self._compact(batch))
+        if self.emit != "latest":
+            for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
+                yield self._changes(store, chunk)
+            return
+        # emit="latest": each chunk's last change per key is a candidate; a key's row is its
+        # last candidate, with the value from before its first (the value before the batch).
+        candidates = ExternalSorter(ctx.spill, share=0.2)
+        for i, chunk in enumerate(K.whole_runs(updates.chunks(), [_T, _K])):
+            candidates.add(self._latest_candidates(store, chunk, i))
+        for chunk in K.whole_runs(candidates.chunks(), [_K]):
+            yield self._latest(chunk)
+
+    def _compact(self, batch: Any) -> Any:
+        """(sort key, k, t, d, v, the output's key and time columns), ordered by the sort key
+        = (time, key, deleted, value): runs of equal (time, key) end with their winner (a delete
+        beats values, then the largest value)."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from verstore._core import encode_rows
-
-        data = _one_batch(batches)
-        if data is None:
-            return []
-        store = ctx.store(self.store)
-        n = data.num_rows
-        keys = encode_rows(data, self.keys)
-        ts = data.column(_TS).to_numpy()
         if self.deletes is None:
-            deleted = np.zeros(n, dtype=bool)
+            deleted = pa.array(np.zeros(batch.num_rows, dtype=bool))
         else:
-            deleted = pc.fill_null(data.column(self.deletes), False).to_numpy(zero_copy_only=False)
-        values = _encode_values(data, self.values)
-        values = pc.if_else(pa.array(deleted), pa.scalar(None, pa.binary()), values)
+            deleted = pc.fill_null(batch.column(self.deletes), False)
+        flagged = pa.RecordBatch.from_arrays(
+            [*batch.columns, deleted], names=[*batch.schema.names, _D]
+        )
+        values = K.encode(batch, self.values)
+        columns = {
+            SORT_KEY: K.encode(flagged, [_TS, *self.keys, _D, *self.values]),
+            _K: K.encode(batch, self.keys),
+            _T: batch.column(_TS),
+            _D: deleted,
+            _V: pc.if_else(deleted, pa.scalar(None, pa.binary()), values),
+        }
+        for i, c in enumerate([*self.keys, self.time_col]):
+            columns[f"o{i}"] = batch.column(c)
+        return pa.RecordBatch.from_pydict(columns)
 
-        # The winner of each (key, time): sort by (key, time, delete, value), keep the last.
-        winners = _winners({"k": keys, "t": ts, "d": pa.array(deleted), "v": values})
-        k, t, v, d = keys.take(winners), ts[winners], values.take(winners), deleted[winners]
-        m = len(winners)
-        group_start = _group_start(_run_starts(k, None))
+    def _apply(self, store: Any, chunk: Any) -> tuple[Any, Any, Any, Any]:
+        """Puts a chunk's winners in (time, key) order; returns them in (key, time) order with
+        their put return codes, the group start of each row's key, and the newest value of each
+        before the chunk (when needed)."""
+        import pyarrow as pa
 
+        runs = K.run_starts([chunk.column(_T), chunk.column(_K)])
+        winners = chunk.filter(pa.array(K.run_ends(runs)))
         need_before = self.previous or self.emit == "latest"
-        before = store.get_batch(k).column("value") if need_before else None
-        codes = _put_time_ordered(store, k, v, t)
+        before = store.get_batch(winners.column(_K)).column("value") if need_before else None
+        codes = K.put_in_order(store, winners.column(_K), winners.column(_V), winners.column(_T))
+        order = K.sort_indices({"k": winners.column(_K), "t": winners.column(_T)}, ["k", "t"])
+        winners = winners.take(order)
+        codes = codes[order]
+        before = before.take(order) if before is not None else None
+        first = K.group_start(K.run_starts([winners.column(_K)]))
+        return winners, codes, first, before
 
+    def _output(self, rows: Any, change: Any, prev: Any) -> Any:
+        import pyarrow as pa
+
+        columns = [rows.column(f"o{i}") for i in range(len(self.keys) + 1)]
+        if self.values:
+            columns += K.decode(rows.column(_V), self.value_schema).columns
+        columns.append(pa.array(change, pa.string()))
+        if self.previous and self.values:
+            columns += K.decode(prev, self.value_schema).columns
+        return pa.RecordBatch.from_arrays(columns, names=self.out_names)
+
+    def _changes(self, store: Any, chunk: Any) -> Any:
+        """emit="changes" / "all": a row per change (per applied update) of the chunk."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        winners, codes, first, before = self._apply(store, chunk)
         latest = codes == -1
-        idx = np.arange(m)
-        if self.emit == "latest":
-            last_latest = np.maximum.accumulate(np.where(latest, idx, -1))
-            group_end = _group_end(group_start)
-            sel = latest & (last_latest[group_end] == idx)
-            prev = before
-        else:
-            sel = np.ones(m, dtype=bool) if self.emit == "all" else latest
-            prev = None
-            if self.previous:
-                assert before is not None
-                last = _last_before(latest, group_start)
-                prev = pc.if_else(pa.array(last >= 0), v.take(np.maximum(last, 0)), before)
-                if self.emit == "all":
-                    prev = pc.if_else(pa.array(latest), prev, pa.scalar(None, pa.binary()))
-
-        rows = winners[sel]
-        change = np.where(d[sel], DELETE, UPSERT).astype(object)
+        sel = np.ones(len(codes), dtype=bool) if self.emit == "all" else latest
+        prev = None
+        if self.previous:
+            last = K.last_before(latest, first)
+            v = winners.column(_V)
+            prev = pc.if_else(pa.array(last >= 0), v.take(np.maximum(last, 0)), before)
+            if self.emit == "all":
+                prev = pc.if_else(pa.array(latest), prev, pa.scalar(None, pa.binary()))
+            prev = prev.filter(pa.array(sel))
+        deleted = winners.column(_D).to_numpy(zero_copy_only=False)
+        change = np.where(deleted[sel], DELETE, UPSERT).astype(object)
         if self.emit == "all":
             c = codes[sel]
             change[c == NOT_PUT] = EXPIRED
             change[(c != -1) & (c != NOT_PUT)] = OUT_OF_ORDER
-        columns = [data.column(c).take(rows) for c in self.keys]
-        columns.append(data.column(self.time_col).take(rows))
-        value_schema = _nullable_schema(data.schema, self.values)
-        if self.values:
-            decoded = _decode(v.filter(pa.array(sel)), value_schema)
-            columns += decoded.columns
-        columns.append(pa.array(change, pa.string()))
-        if self.previous and self.values:
-            assert prev is not None
-            columns += _decode(prev.filter(pa.array(sel)), value_schema).columns
-        return [pa.RecordBatch.from_arrays(columns, names=self.out_names)]
+        return self._output(winners.filter(pa.array(sel)), change, prev)
+
+    def _latest_candidates(self, store: Any, chunk: Any, index: int) -> Any:
+        """The chunk's last change of each key, with the key's newest value before the chunk,
+        sorted by (key, chunk)."""
+        import numpy as np
+        import pyarrow as pa
+
+        winners, codes, first, before = self._apply(store, chunk)
+        latest = codes == -1
+        idx = np.arange(len(codes))
+        last_latest = np.maximum.accumulate(np.where(latest, idx, -1))
+        sel = pa.array(latest & (last_latest[K.group_end(first)] == idx))
+        rows = winners.filter(sel)
+        chunk_index = pa.array(np.full(rows.num_rows, index, dtype=np.int64))
+        keyed = pa.RecordBatch.from_arrays([rows.column(_K), chunk_index], names=[_K, _CHUNK])
+        out = {
+            SORT_KEY: K.encode(keyed, [_K, _CHUNK]),
+            _K: rows.column(_K),
+            _D: rows.column(_D),
+            _V: rows.column(_V),
+            _BEFORE: before.filter(sel),
+        }
+        for i in range(len(self.keys) + 1):
+            out[f"o{i}"] = rows.column(f"o{i}")
+        return pa.RecordBatch.from_pydict(out)
+
+    def _latest(self, candidates: Any) -> Any:
+        """A key's last candidate, with the value before its first: its newest version after
+        the batch, and its newest value before the batch."""
+        import numpy as np
+        import pyarrow as pa
+
+        starts = K.run_starts([candidates.column(_K)])
+        ends = K.run_ends(starts)
+        rows = candidates.filter(pa.array(ends))
+        prev = candidates.column(_BEFORE).take(pa.array(K.group_start(starts)[ends]))
+        deleted = rows.column(_D).to_numpy(zero_copy_only=False)
+        change = np.where(deleted, DELETE, UPSERT).astype(object)
+        return self._output(rows, change, prev)
 
 
 # --- versioned_table_join ------------------------------------------------------------------------
@@ -360,15 +457,15 @@ def versioned_table_join(
         raise ValueError(f"how must be 'inner', 'left' or 'outer', got {how!r}")
     if lookup not in ("as_of", "latest"):
         raise ValueError(f"lookup must be 'as_of' or 'latest', got {lookup!r}")
-    _check_store_name(store)
+    check_store_name(store)
     retention_ms = parse_duration_ms(history_retention, name="history_retention")
     l_schema = {f.name: f for f in left_updates.schema.fields}
     r_schema = {f.name: f for f in right_updates.schema.fields}
     require_columns(l_schema, [*on_cols, left_time], "left_updates")
     require_columns(r_schema, [*on_cols, right_time], "right_updates")
-    l_ms = _epoch_ms(l_schema[left_time], "left_time")
-    r_ms = _epoch_ms(r_schema[right_time], "right_time")
-    n = _partitions(left_updates, num_partitions)
+    l_ms, _ = epoch_ms(l_schema[left_time], "left_time")
+    r_ms, _ = epoch_ms(r_schema[right_time], "right_time")
+    n = partitions_of(left_updates, num_partitions)
 
     l_cols = [c for c in l_schema if c not in on_cols]
     r_cols = [c for c in r_schema if c not in on_cols]
@@ -376,23 +473,29 @@ def versioned_table_join(
     l_out = [f"left_{c}" if c in both else c for c in l_cols]
     r_out = [f"right_{c}" if c in both else c for c in r_cols]
     out_names = [*on_cols, *l_out, *r_out]
-    _check_unique(out_names, "versioned_table_join")
+    check_unique(out_names, "versioned_table_join")
 
     l_struct = T.StructType([l_schema[c] for c in l_cols])
     r_struct = T.StructType([r_schema[c] for c in r_cols])
     keys = [f"__vs_k{i}" for i in range(len(on_cols))]
+    user_keys = arrow_schema([l_schema[c] for c in on_cols])
+    key_schema = arrow_schema([l_schema[c] for c in on_cols], keys)
+    value_schemas = (
+        arrow_schema([l_schema[c] for c in l_cols]),
+        arrow_schema([r_schema[c] for c in r_cols]),
+    )
 
     def side(df: Any, schema: dict[str, Any], cols: list[str], t: Any, tag: int) -> Any:
         valid = F.lit(True)
         for c in on_cols:
-            valid = valid & _col(c).isNotNull()
-        own = F.struct(*[_col(c) for c in cols])
+            valid = valid & col(c).isNotNull()
+        own = F.struct(*[col(c) for c in cols])
         none_l, none_r = F.lit(None).cast(l_struct), F.lit(None).cast(r_struct)
         return df.select(
             *[
-                _col(c).cast(l_schema[c].dataType).alias(k)
+                col(c).cast(l_schema[c].dataType).alias(k)
                 if schema[c].dataType != l_schema[c].dataType
-                else _col(c).alias(k)
+                else col(c).alias(k)
                 for c, k in zip(on_cols, keys, strict=True)
             ],
             F.lit(tag).cast("byte").alias(_SIDE),
@@ -423,95 +526,124 @@ def versioned_table_join(
         how=how,
         lookup=lookup,
         out_names=out_names,
-        n_left=len(l_cols),
+        key_schema=key_schema,
+        value_schemas=value_schemas,
     )
-    spec = StoreSpec(history_retention_ms=retention_ms)
+    specs = {
+        name: StoreSpec(history_retention_ms=retention_ms, columns=column_layout(user_keys, values))
+        for name, values in zip(fn.stores, value_schemas, strict=True)
+    }
     return map_partitions_with_stores(
-        tagged,
-        keys=keys,
-        num_partitions=n,
-        stores={f"{store}_left": spec, f"{store}_right": spec},
-        fn=fn,
-        schema=out_schema,
+        tagged, keys=keys, num_partitions=n, stores=specs, fn=fn, schema=out_schema
     )
+
+
+# Columns of the compact rows a versioned_table_join sort holds (besides _K, _T, _V).
+_S = "s"
 
 
 @dataclass(frozen=True, kw_only=True)
 class _JoinPartition:
-    """The partition function of :func:`versioned_table_join`."""
+    """The partition function of :func:`versioned_table_join`.
+
+    Both sides' updates are processed in one canonical order, (time, side, key), a chunk at a
+    time: each chunk's updates are applied (per side, in (time, key) order) after looking up
+    the other side's versions from before the chunk; the other side's versions processed
+    earlier in the chunk are found in the chunk itself.
+    """
 
     stores: tuple[str, str]
     keys: list[str]
     how: str
     lookup: str
     out_names: list[str]
-    n_left: int
+    key_schema: Any  # pyarrow.Schema of the key columns (internal names)
+    value_schemas: tuple[Any, Any]  # pyarrow.Schema of each side's value columns
 
-    def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> list[Any]:
+    def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow.compute as pc
+
+        stores = (ctx.store(self.stores[0]), ctx.store(self.stores[1]))
+        updates = ExternalSorter(ctx.spill, share=0.4)
+        for batch in batches:
+            for s, column in enumerate((_LEFT, _RIGHT)):
+                part = batch.filter(pc.equal(batch.column(_SIDE), s))
+                if part.num_rows:
+                    updates.add(self._compact(part, column, s))
+        for chunk in K.whole_runs(updates.chunks(), [_T, _S, _K]):
+            yield self._join(stores, chunk)
+
+    def _compact(self, part: Any, column: str, side: int) -> Any:
+        """(sort key, k, t, s, v): the sort key orders by (time, side, key, value), so a run of
+        equal (time, side, key) ends with its winner, the largest value."""
+        import numpy as np
+        import pyarrow as pa
+
+        struct = part.column(column)
+        own = pa.RecordBatch.from_arrays(struct.flatten(), schema=pa.schema(list(struct.type)))
+        v = K.encode(own, [f.name for f in struct.type])
+        s = pa.array(np.full(part.num_rows, side, dtype=np.int8))
+        keyed = pa.RecordBatch.from_arrays(
+            [part.column(_TS), s, *[part.column(c) for c in self.keys], v],
+            names=[_TS, _S, *self.keys, _V],
+        )
+        return pa.RecordBatch.from_pydict(
+            {
+                SORT_KEY: K.encode(keyed, [_TS, _S, *self.keys, _V]),
+                _K: K.encode(part, self.keys),
+                _T: part.column(_TS),
+                _S: s,
+                _V: v,
+            }
+        )
+
+    def _join(self, stores: tuple[Any, Any], chunk: Any) -> Any:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from verstore._core import encode_rows
+        # Per side: the winner of each (key, time), in (time, key) order.
+        runs = K.run_starts([chunk.column(_T), chunk.column(_S), chunk.column(_K)])
+        winners = chunk.filter(pa.array(K.run_ends(runs)))
+        tags = winners.column(_S).to_numpy()
+        sides = [winners.filter(pa.array(tags == s)) for s in (0, 1)]
 
-        data = _one_batch(batches)
-        if data is None:
-            return []
-        stores = [ctx.store(s) for s in self.stores]
-        key_schema = _nullable_schema(data.schema, self.keys)
-        value_schemas = [
-            pa.schema([f.with_nullable(True) for f in data.schema.field(c).type])
-            for c in (_LEFT, _RIGHT)
+        # The other side's version before the chunk, then this chunk's puts.
+        before = []
+        for s, rows in enumerate(sides):
+            times = rows.column(_T) if self.lookup == "as_of" else None
+            found = stores[1 - s].get_batch(rows.column(_K), as_of=times)
+            before.append((found.column("value"), found.column("timestamp")))
+        codes = [
+            K.put_in_order(stores[s], rows.column(_K), rows.column(_V), rows.column(_T))
+            for s, rows in enumerate(sides)
         ]
 
-        # Per side: the winner of each (key, time), sorted by (key, time).
-        sides = []
-        tags = data.column(_SIDE).to_numpy()
-        for s, column in enumerate((_LEFT, _RIGHT)):
-            part = data.filter(pa.array(tags == s))
-            k = encode_rows(part, self.keys)
-            t = part.column(_TS).to_numpy()
-            struct = part.column(column)
-            v = _encode_values(
-                pa.RecordBatch.from_arrays(struct.flatten(), schema=pa.schema(list(struct.type))),
-                [f.name for f in struct.type],
-            )
-            winners = _winners({"k": k, "t": t, "v": v})
-            sides.append((k.take(winners), t[winners], v.take(winners)))
-
-        # The other side's version before the batch, then this batch's puts.
-        before = []
-        for s, (k, t, _) in enumerate(sides):
-            other = stores[1 - s]
-            found = other.get_batch(k, as_of=t if self.lookup == "as_of" else None)
-            before.append((found.column("value"), found.column("timestamp")))
-        codes = [_put_time_ordered(stores[s], k, v, t) for s, (k, t, v) in enumerate(sides)]
-
         # Both sides in processing order per key: (key, time, side), left first at equal times.
-        k = pa.concat_arrays([sides[0][0], sides[1][0]])
-        t = np.concatenate([sides[0][1], sides[1][1]])
-        v = pa.concat_arrays([sides[0][2], sides[1][2]])
+        k = pa.concat_arrays([sides[0].column(_K), sides[1].column(_K)])
+        t = np.concatenate([sides[0].column(_T).to_numpy(), sides[1].column(_T).to_numpy()])
+        v = pa.concat_arrays([sides[0].column(_V), sides[1].column(_V)])
         side = np.concatenate(
-            [np.zeros(len(sides[0][1]), np.int8), np.ones(len(sides[1][1]), np.int8)]
+            [np.zeros(sides[0].num_rows, np.int8), np.ones(sides[1].num_rows, np.int8)]
         )
         code = np.concatenate(codes)
         pre_v = pa.concat_arrays([before[0][0], before[1][0]])
         pre_t = pa.concat_arrays([before[0][1], before[1][1]])
-        order = _sort({"k": k, "t": t, "s": side}, ["k", "t", "s"])
+        order = K.sort_indices({"k": k, "t": t, "s": side}, ["k", "t", "s"])
         k, t, v, side, code = k.take(order), t[order], v.take(order), side[order], code[order]
         pre_v, pre_t = pre_v.take(order), pre_t.take(order)
-        group_start = _group_start(_run_starts(k, None))
+        first = K.group_start(K.run_starts([k]))
 
-        # The other side's version in this batch, processed before the row, if any.
+        # The other side's version in this chunk, processed before the row, if any.
         seen = code != NOT_PUT if self.lookup == "as_of" else code == -1
-        last = [_last_before(seen & (side == s), group_start) for s in (0, 1)]
+        last = [K.last_before(seen & (side == s), first) for s in (0, 1)]
         other = np.where(side == 0, last[1], last[0])
-        in_batch = other >= 0
+        in_chunk = other >= 0
         if self.lookup == "as_of":
-            # a stored version at a later time than the in-batch one is the one valid at t
+            # a stored version at a later time than the in-chunk one is the one valid at t
             stored_t = pc.fill_null(pre_t, -1).to_numpy()
-            in_batch &= t[np.maximum(other, 0)] >= stored_t
-        other_v = pc.if_else(pa.array(in_batch), v.take(np.maximum(other, 0)), pre_v)
+            in_chunk &= t[np.maximum(other, 0)] >= stored_t
+        other_v = pc.if_else(pa.array(in_chunk), v.take(np.maximum(other, 0)), pre_v)
 
         found = pc.is_valid(other_v).to_numpy(zero_copy_only=False)
         sel = code == -1
@@ -524,170 +656,8 @@ class _JoinPartition:
         own, oth = v.filter(mask), other_v.filter(mask)
         left_v = pc.if_else(is_left, own, oth)
         right_v = pc.if_else(is_left, oth, own)
-        columns = _decode(k.filter(mask), key_schema).columns
-        for encoded, schema in ((left_v, value_schemas[0]), (right_v, value_schemas[1])):
+        columns = K.decode(k.filter(mask), self.key_schema).columns
+        for encoded, schema in zip((left_v, right_v), self.value_schemas, strict=True):
             if len(schema):
-                columns += _decode(encoded, schema).columns
-        return [pa.RecordBatch.from_arrays(columns, names=self.out_names)]
-
-
-# --- shared vectorized helpers -------------------------------------------------------------------
-
-
-def _one_batch(batches: Iterator[Any]) -> Any:
-    """All of the partition's input as one RecordBatch, or None when there is none."""
-    import pyarrow as pa
-
-    received = [b for b in batches if b.num_rows]
-    if not received:
-        return None
-    chunks = pa.Table.from_batches(received).combine_chunks().to_batches()
-    if len(chunks) != 1:
-        from verstore.spark.joins import TOO_LARGE
-
-        raise ValueError(TOO_LARGE)
-    return chunks[0]
-
-
-def _encode_values(batch: Any, columns: list[str]) -> Any:
-    import pyarrow as pa
-
-    from verstore._core import encode_rows
-
-    if not columns:  # arrow-row needs a column: every version stores the same empty value
-        return pa.repeat(pa.scalar(b"", pa.binary()), batch.num_rows)
-    return encode_rows(batch, columns)
-
-
-def _decode(encoded: Any, schema: Any) -> Any:
-    from verstore._core import decode_rows
-
-    return decode_rows(encoded, schema)
-
-
-def _nullable_schema(schema: Any, columns: list[str]) -> Any:
-    import pyarrow as pa
-
-    return pa.schema([schema.field(c).with_nullable(True) for c in columns])
-
-
-def _sort(columns: dict[str, Any], by: list[str]) -> Any:
-    """Indices that sort the aligned columns by ``by`` (ascending, nulls last), as numpy."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    table = pa.table(columns)
-    return pc.sort_indices(table, sort_keys=[(c, "ascending") for c in by]).to_numpy()
-
-
-def _winners(columns: dict[str, Any]) -> Any:
-    """The winner of each (key ``k``, time ``t``) run: indices of the rows that sort last by all
-    ``columns`` (in their order) within their run, in (key, time) order."""
-    import numpy as np
-
-    order = _sort(columns, list(columns))
-    if not len(order):
-        return order
-    starts = _run_starts(columns["k"].take(order), columns["t"][order])
-    return order[np.append(starts[1:], True)]
-
-
-def _run_starts(keys: Any, times: Any) -> Any:
-    """For rows sorted by key (and time): true where a new key (or (key, time)) run starts."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    n = len(keys)
-    starts = np.ones(n, dtype=bool)
-    if n > 1:
-        differ = pc.not_equal(keys.slice(1), keys.slice(0, n - 1))
-        starts[1:] = differ.to_numpy(zero_copy_only=False)
-        if times is not None:
-            starts[1:] |= times[1:] != times[:-1]
-    return starts
-
-
-def _group_start(starts: Any) -> Any:
-    """For each row, the index of the first row of its group."""
-    import numpy as np
-
-    idx = np.arange(len(starts))
-    return np.maximum.accumulate(np.where(starts, idx, 0)) if len(starts) else idx
-
-
-def _group_end(group_start: Any) -> Any:
-    """For each row, the index of the last row of its group."""
-    import numpy as np
-
-    n = len(group_start)
-    starts = np.flatnonzero(np.append(True, group_start[1:] != group_start[:-1]))
-    ends = np.append(starts[1:] - 1, n - 1)
-    return ends[np.searchsorted(starts, group_start)]
-
-
-def _last_before(flags: Any, group_start: Any) -> Any:
-    """For each row i, the largest j < i of i's group with ``flags[j]``, else -1."""
-    import numpy as np
-
-    n = len(flags)
-    upto = np.maximum.accumulate(np.where(flags, np.arange(n), -1)) if n else flags
-    before = np.concatenate([[-1], upto[:-1]]) if n else np.zeros(0, dtype=np.int64)
-    return np.where(before >= group_start, before, -1)
-
-
-def _put_time_ordered(store: Any, keys: Any, values: Any, times: Any) -> Any:
-    """``put_batch`` in (time, key) order for rows sorted by (key, time); the return codes in
-    the rows' order."""
-    import numpy as np
-
-    order = np.argsort(times, kind="stable")  # stable: key order within equal times
-    returned = store.put_batch(keys.take(order), values.take(order), times[order])
-    codes = np.empty(len(order), dtype=np.int64)
-    codes[order] = returned.to_numpy()
-    return codes
-
-
-# --- argument helpers ----------------------------------------------------------------------------
-
-
-def _check_unique(names: list[str], what: str) -> None:
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:
-        raise ValueError(f"{what} output would have duplicate columns {clashes}: rename them")
-
-
-def _check_store_name(store: str) -> None:
-    if not store or "/" in store or store.startswith("."):
-        raise ValueError(f"store must be a plain directory name, got {store!r}")
-
-
-def _partitions(df: Any, num_partitions: int | None) -> int:
-    n = (
-        num_partitions
-        if num_partitions is not None
-        else int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    )
-    if n < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {n}")
-    return n
-
-
-def _col(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def _epoch_ms(field: Any, arg: str) -> Any:
-    """An epoch-ms long column for a timestamp or integer time column."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if isinstance(field.dataType, T.TimestampType):
-        return F.unix_millis(_col(field.name))
-    if isinstance(field.dataType, T.LongType | T.IntegerType | T.ShortType | T.ByteType):
-        return _col(field.name).cast("long")
-    raise TypeError(
-        f"{arg} column {field.name!r} must be a timestamp or an integer (epoch ms), "
-        f"got {field.dataType.simpleString()}"
-    )
+                columns += K.decode(encoded, schema).columns
+        return pa.RecordBatch.from_arrays(columns, names=self.out_names)

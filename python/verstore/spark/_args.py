@@ -1,0 +1,195 @@
+"""Argument checks shared by the Spark helpers: durations, column names, store names, the
+number of partitions, time columns and the column layout a store records.
+
+Everything here runs on the driver when a helper builds its query, so that a bad argument fails
+there with a message naming it, not later in every task.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+_UNITS_MS = {
+    "ms": 1,
+    "milli": 1,
+    "millis": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1_000,
+    "sec": 1_000,
+    "secs": 1_000,
+    "second": 1_000,
+    "seconds": 1_000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hr": 3_600_000,
+    "hrs": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
+    "w": 604_800_000,
+    "week": 604_800_000,
+    "weeks": 604_800_000,
+}
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*$")
+
+
+def parse_duration_ms(value: str | int | timedelta, *, name: str = "duration") -> int:
+    """A duration in milliseconds from ``"7 days"``-style text, an int (ms) or a timedelta.
+
+    Units: ``ms``/``milliseconds``, ``s``/``seconds``, ``min``/``minutes``, ``h``/``hours``,
+    ``d``/``days``, ``w``/``weeks`` (singular, plural and the short forms; case-insensitive).
+    A fractional amount is allowed and rounded down to whole milliseconds (``"1.5 s"`` is 1500).
+
+    Args:
+        value: The duration.
+        name: The argument's name, for error messages.
+
+    Returns:
+        The duration in milliseconds, >= 0.
+
+    Raises:
+        TypeError: ``value`` is neither text, an int nor a timedelta (``bool`` is refused).
+        ValueError: Unparseable text, an unknown unit or a negative duration.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a duration string, int (ms) or timedelta, got bool")
+    if isinstance(value, int):
+        ms = value
+    elif isinstance(value, timedelta):
+        ms = value // timedelta(milliseconds=1)
+    elif isinstance(value, str):
+        match = _DURATION.match(value)
+        if match is None:
+            raise ValueError(
+                f"{name}: cannot parse {value!r}; expected e.g. '7 days', '6 hours', '500 ms'"
+            )
+        amount, unit = match.groups()
+        factor = _UNITS_MS.get(unit.lower())
+        if factor is None:
+            raise ValueError(
+                f"{name}: unknown unit {unit!r} in {value!r}; use ms, seconds, minutes, hours, "
+                "days or weeks"
+            )
+        ms = math.floor(Decimal(amount) * factor)
+    else:
+        raise TypeError(
+            f"{name} must be a duration string, int (ms) or timedelta, got {type(value).__name__}"
+        )
+    if ms < 0:
+        raise ValueError(f"{name} must not be negative, got {value!r}")
+    return ms
+
+
+def column_names(value: str | Sequence[str], arg: str) -> list[str]:
+    """One column name or a list of them, as a list; ``arg`` names the argument in errors."""
+    if isinstance(value, str):
+        return [value]
+    names = list(value)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{arg} must be a column name or a list of column names")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{arg} names a column twice: {names}")
+    return names
+
+
+def require_columns(schema: dict[str, Any], columns: list[str], what: str) -> None:
+    """Raises ``ValueError`` naming ``what`` when ``schema`` lacks any of ``columns``."""
+    missing = [c for c in columns if c not in schema]
+    if missing:
+        raise ValueError(f"{what} has no column(s) {missing}; it has {list(schema)}")
+
+
+def check_unique(names: list[str], what: str) -> None:
+    """``ValueError`` when an output would have two columns of one name."""
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        raise ValueError(f"{what} output would have duplicate columns {clashes}: rename them")
+
+
+def check_store_name(store: str) -> str:
+    """``store`` if it is a valid store name (one path segment)."""
+    from verstore.checkpoint.layout import check_name
+
+    return check_name(store, "store")
+
+
+def num_partitions(df: Any, value: int | None) -> int:
+    """``value``, or the session's ``spark.sql.shuffle.partitions``; >= 1."""
+    n = (
+        value
+        if value is not None
+        else int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    )
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"num_partitions must be an int >= 1, got {n!r}")
+    return n
+
+
+def col(name: str) -> Any:
+    """A column by its exact name (backquoted: dots and spaces are part of the name)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def epoch_ms(field: Any, arg: str) -> tuple[Any, bool]:
+    """``(epoch-ms long column, is_timestamp)`` for a timestamp or integer time column."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(field.dataType, T.TimestampType | T.TimestampNTZType):
+        return F.unix_millis(col(field.name)), True
+    if isinstance(field.dataType, T.LongType | T.IntegerType | T.ShortType | T.ByteType):
+        return col(field.name).cast("long"), False
+    raise TypeError(
+        f"{arg} column {field.name!r} must be a timestamp or an integer (epoch ms), "
+        f"got {field.dataType.simpleString()}"
+    )
+
+
+def arrow_schema(fields: Sequence[Any], names: Sequence[str] | None = None) -> Any:
+    """The Arrow schema (all fields nullable) of Spark ``fields``, renamed to ``names``, checked
+    to be storable in the tuple encoding: a ``TypeError`` naming the column here, on the
+    driver, rather than in every task."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from verstore._core import encode_rows
+
+    arrow = []
+    for i, f in enumerate(fields):
+        try:
+            # Spark's Arrow path gives timestamps a time zone; the encoding ignores it.
+            arrow_type = to_arrow_type(f.dataType, timezone="UTC")
+            arrow.append(pa.field(names[i] if names else f.name, arrow_type, True))
+        except Exception as e:  # pyspark raises its own error types for unsupported types
+            raise TypeError(
+                f"column {f.name!r} of type {f.dataType.simpleString()} cannot be stored: {e}"
+            ) from None
+    schema = pa.schema(arrow)
+    try:
+        encode_rows(pa.RecordBatch.from_pylist([], schema=schema))
+    except TypeError as e:
+        raise TypeError(f"{e} (Spark fields: {[f.name for f in fields]})") from None
+    return schema
+
+
+def column_layout(keys: Any, values: Any) -> Any:
+    """The :class:`~verstore.checkpoint.ColumnLayout` a store records for keys and values that
+    are the tuple encoding of the Arrow schemas ``keys`` and ``values``."""
+    from verstore._core import TUPLE_ENCODING
+    from verstore.checkpoint import ColumnLayout
+
+    return ColumnLayout.of(TUPLE_ENCODING, keys, values)

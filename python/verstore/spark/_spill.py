@@ -1,0 +1,216 @@
+"""Bounded memory for partition-mode tasks: buffers and sorts that spill to local disk.
+
+A task holds its partition's micro-batch while it works: the input until the table updates are
+applied, the output until the stores are committed. A backfill can make that far larger than a
+Python worker's memory, so every such buffer here keeps at most a budget of Arrow data in memory
+and spills the rest to Arrow IPC files in the task's local directory:
+
+* :class:`RowBuffer`: batches kept in arrival order (stream rows waiting for their lookups, a
+  task's output waiting for the commit).
+* :class:`ExternalSorter`: rows in the order of a binary sort key (table updates, which are
+  applied in a canonical order: that is what makes a task deterministic whatever order Spark
+  delivers rows in). Runs that fit the budget are sorted in memory and spilled; a vectorized
+  k-way merge yields them back in chunks.
+
+When everything fits (the common case) nothing touches the disk and the cost is that of one
+in-memory sort, as without these classes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+#: The sort key column :class:`ExternalSorter` orders by.
+SORT_KEY = "__vs_sk"
+#: Rows per batch when spilled data is read back.
+READ_ROWS = 65_536
+
+
+class SpillArea:
+    """A directory for one task's spill files, removed when the task is done."""
+
+    def __init__(self, parent: str | Path | None, budget_bytes: int) -> None:
+        if budget_bytes < 1:
+            raise ValueError(f"budget_bytes must be >= 1, got {budget_bytes}")
+        self.budget_bytes = budget_bytes
+        self._parent = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+        self._dir: Path | None = None
+        self.spilled_bytes = 0
+
+    def new_file(self, stem: str) -> Path:
+        if self._dir is None:
+            self._dir = self._parent / f"spill-{uuid.uuid4().hex}"
+            self._dir.mkdir(parents=True)
+        return self._dir / f"{stem}-{uuid.uuid4().hex}.arrow"
+
+    def close(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> SpillArea:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _write(area: SpillArea, stem: str, batches: list[Any], schema: Any) -> Path:
+    import pyarrow as pa
+
+    path = area.new_file(stem)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for batch in batches:
+            for offset in range(0, batch.num_rows, READ_ROWS):
+                writer.write_batch(batch.slice(offset, READ_ROWS))
+    area.spilled_bytes += path.stat().st_size
+    return path
+
+
+def _read(path: Path) -> Iterator[Any]:
+    """The batches of a spill file, memory-mapped: reading does not copy them into the heap."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+
+
+class RowBuffer:
+    """Batches in arrival order, in memory up to the budget, then in a spill file."""
+
+    def __init__(self, area: SpillArea, schema: Any = None, *, share: float = 1.0) -> None:
+        self._area = area
+        self._limit = max(1, int(area.budget_bytes * share))
+        self._schema = schema
+        self._memory: list[Any] = []
+        self._bytes = 0
+        self._files: list[Path] = []
+        self.num_rows = 0
+
+    def add(self, batch: Any) -> None:
+        if not batch.num_rows:
+            return
+        if self._schema is None:
+            self._schema = batch.schema
+        self._memory.append(batch)
+        self._bytes += batch.nbytes
+        self.num_rows += batch.num_rows
+        if self._bytes > self._limit:
+            self._files.append(_write(self._area, "rows", self._memory, self._schema))
+            self._memory, self._bytes = [], 0
+
+    def batches(self) -> Iterator[Any]:
+        for path in self._files:
+            yield from _read(path)
+        yield from self._memory
+
+
+class ExternalSorter:
+    """Rows ordered by their binary :data:`SORT_KEY` column, in bounded memory.
+
+    ``add`` batches that carry the sort key; ``chunks`` yields every row once, in sort-key order
+    (ties in no particular order), as batches of bounded size.
+    """
+
+    def __init__(self, area: SpillArea, *, share: float = 0.5) -> None:
+        self._area = area
+        self._limit = max(1, int(area.budget_bytes * share))
+        self._memory: list[Any] = []
+        self._bytes = 0
+        self._runs: list[Path] = []
+        self._schema: Any = None
+        self.num_rows = 0
+
+    def add(self, batch: Any) -> None:
+        if not batch.num_rows:
+            return
+        if self._schema is None:
+            self._schema = batch.schema
+        self._memory.append(batch)
+        self._bytes += batch.nbytes
+        self.num_rows += batch.num_rows
+        if self._bytes > self._limit:
+            self._runs.append(_write(self._area, "run", [self._sorted_memory()], self._schema))
+            self._memory, self._bytes = [], 0
+
+    def _sorted_memory(self) -> Any:
+        import pyarrow as pa
+
+        table = pa.Table.from_batches(self._memory, schema=self._schema)
+        table = table.take(_sort_indices(table.column(SORT_KEY)))
+        return table.combine_chunks().to_batches()[0] if table.num_rows else None
+
+    def chunks(self) -> Iterator[Any]:
+        """Every row, sorted, as batches (each at most about half the budget)."""
+        import pyarrow as pa
+
+        if not self._runs:
+            if self._memory:
+                table = pa.Table.from_batches(self._memory, schema=self._schema)
+                table = table.take(_sort_indices(table.column(SORT_KEY)))
+                yield from table.to_batches(max_chunksize=READ_ROWS * 4)
+            return
+        if self._memory:
+            self._runs.append(_write(self._area, "run", [self._sorted_memory()], self._schema))
+            self._memory, self._bytes = [], 0
+        yield from _merge([_read(path) for path in self._runs], self._schema)
+
+
+def _sort_indices(keys: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.sort_indices(keys)
+
+
+def _merge(runs: list[Iterator[Any]], schema: Any) -> Iterator[Any]:
+    """A k-way merge of sorted runs, a slice of rows at a time.
+
+    Each round takes, from every run's buffered rows, those whose key is at most the smallest
+    "last buffered key" among the runs not yet exhausted: no row still unread can be smaller.
+    The run that sets that bound gives up its whole buffer, so every round makes progress.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    buffers: list[Any] = [None] * len(runs)
+    exhausted = [False] * len(runs)
+
+    def refill(i: int) -> None:
+        while (buffers[i] is None or buffers[i].num_rows == 0) and not exhausted[i]:
+            try:
+                buffers[i] = next(runs[i])
+            except StopIteration:
+                exhausted[i] = True
+                buffers[i] = None
+
+    while True:
+        for i in range(len(runs)):
+            refill(i)
+        live = [i for i in range(len(runs)) if buffers[i] is not None and buffers[i].num_rows]
+        if not live:
+            return
+        bounds = [buffers[i].column(SORT_KEY)[-1] for i in live if not exhausted[i]]
+        bound = min(bounds, key=lambda s: s.as_py()) if bounds else None
+        taken = []
+        for i in live:
+            batch = buffers[i]
+            if bound is None:
+                n = batch.num_rows
+            else:
+                n = pc.sum(pc.less_equal(batch.column(SORT_KEY), bound)).as_py() or 0
+            if n:
+                taken.append(batch.slice(0, n))
+                buffers[i] = batch.slice(n)
+        table = pa.Table.from_batches(taken, schema=schema)
+        table = table.take(_sort_indices(table.column(SORT_KEY)))
+        yield from table.combine_chunks().to_batches()
+
+
+__all__ = ["SORT_KEY", "ExternalSorter", "RowBuffer", "SpillArea"]
