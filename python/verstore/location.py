@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,6 +139,26 @@ class Location:
 
     def download(self, path: str, local_path: str) -> None:
         pafs.copy_files(path, local_path, source_filesystem=self.filesystem)
+
+    def fetch(self, path: str, local_path: str, limit: int) -> tuple[int, int]:
+        """Copies the file ``path`` to a new local file, reading at most ``limit + 1`` bytes;
+        returns ``(size, crc32)`` of what it copied (a size above ``limit``: the file is larger,
+        and the copy was cut there). A local file of that name must not exist yet.
+
+        Raises:
+            FileNotFoundError: ``path`` does not exist.
+            OSError: ``path`` cannot be read (a storage error, or it is a directory).
+        """
+        size = crc = 0
+        with self.filesystem.open_input_stream(path) as source, open(local_path, "xb") as out:
+            while size <= limit:
+                chunk = source.read(min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                out.write(chunk)
+                size += len(chunk)
+                crc = zlib.crc32(chunk, crc)
+        return size, crc
 
     def exists(self, path: str) -> bool:
         return bool(self.filesystem.get_file_info(path).type != pafs.FileType.NotFound)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
-from verstore.checkpoint.manifest import Manifest, decode_manifest
+from verstore.checkpoint.manifest import Manifest, read_manifest
 from verstore.exceptions import CorruptionError
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
         if ref not in manifests:
             path = listing.snapshots[ref].path
             try:
-                manifests[ref] = decode_manifest(loc.read_bytes(path), loc.describe(path), ref)
+                manifests[ref] = read_manifest(loc, path, ref)
             except CorruptionError as e:
                 log.warning("cleanup: %s", e)
                 manifests[ref] = None

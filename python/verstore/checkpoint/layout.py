@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pyarrow.fs import FileType
+
 from verstore.exceptions import CorruptionError
 from verstore.location import TMP_MARK, Location
 
@@ -179,16 +181,24 @@ class LineageFiles:
 
     def partitions(self) -> list[int]:
         """The partitions that have a directory, in order."""
-        found = (parse_partition_dir(i.base_name) for i in self.location.list(self.dir))
+        found = (
+            parse_partition_dir(i.base_name)
+            for i in self.location.list(self.dir)
+            if i.type == FileType.Directory
+        )
         return sorted(p for p in found if p is not None)
 
 
 def lineages(location: Location, store_name: str) -> list[str]:
-    """The lineage ids of a store, in name order."""
+    """The lineage ids of a store (its ``q=<id>`` directories), in name order."""
     out = []
     for info in location.list(location.path(store_name)):
         name = info.base_name
-        if name.startswith(LINEAGE_PREFIX) and _NAME_RE.fullmatch(name[len(LINEAGE_PREFIX) :]):
+        if (
+            info.type == FileType.Directory
+            and name.startswith(LINEAGE_PREFIX)
+            and _NAME_RE.fullmatch(name[len(LINEAGE_PREFIX) :])
+        ):
             out.append(name[len(LINEAGE_PREFIX) :])
     return sorted(out)
 
@@ -226,7 +236,12 @@ class PartitionFiles:
             name = info.base_name
             if name.startswith(TMP_MARK):
                 out.temporaries.append(info)
-            elif name.endswith(CHANGELOG_SUFFIX):
+                continue
+            if name.endswith((CHANGELOG_SUFFIX, SNAPSHOT_SUFFIX)) and info.type != FileType.File:
+                raise CorruptionError(
+                    f"corrupt data in {self.describe(info.path)}: a verstore name, but not a file"
+                )
+            if name.endswith(CHANGELOG_SUFFIX):
                 ref, parent = parse_changelog_name(name, self.describe(info.path))
                 out.commits[ref] = Commit(ref, parent, info.path, info.size)
             elif name.endswith(SNAPSHOT_SUFFIX):

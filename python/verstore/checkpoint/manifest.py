@@ -26,6 +26,10 @@ from typing import Any
 
 from verstore.checkpoint.layout import FORMAT_VERSION, CommitRef
 from verstore.exceptions import CorruptionError
+from verstore.location import Location
+
+#: Manifests larger than this are not manifests (a hostile file must not exhaust memory).
+MANIFEST_LIMIT = 64 << 20
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 _DURABLE = re.compile(r"SSTs/[0-9a-f]{32}-([A-Za-z0-9_][A-Za-z0-9_.-]{0,199})")
@@ -129,6 +133,23 @@ def decode_manifest(data: bytes, name: str, expected: CommitRef) -> Manifest:
     return Manifest(expected, tuple(files))
 
 
+def read_manifest(location: Location, path: str, expected: CommitRef) -> Manifest:
+    """Reads (at most :data:`MANIFEST_LIMIT` bytes) and verifies the manifest of ``expected``.
+
+    Raises:
+        CorruptionError: Naming the file, for anything malformed, hostile or too large.
+        OSError: The file cannot be read (a storage error).
+    """
+    name = location.describe(path)
+    try:
+        data = location.read_bytes(path, MANIFEST_LIMIT)
+    except ValueError:
+        raise CorruptionError(
+            f"corrupt data in {name}: larger than {MANIFEST_LIMIT} bytes, not a snapshot manifest"
+        ) from None
+    return decode_manifest(data, name, expected)
+
+
 def is_durable_name(durable: object) -> bool:
     """Whether ``durable`` is a manifest ``durable`` path: ``SSTs/<32 hex>-<plain name>``."""
     return isinstance(durable, str) and _DURABLE.fullmatch(durable) is not None
@@ -142,4 +163,12 @@ def file_crc32(path: str | os.PathLike[str]) -> int:
     return crc
 
 
-__all__ = ["Manifest", "ManifestFile", "decode_manifest", "file_crc32", "is_durable_name"]
+__all__ = [
+    "MANIFEST_LIMIT",
+    "Manifest",
+    "ManifestFile",
+    "decode_manifest",
+    "file_crc32",
+    "is_durable_name",
+    "read_manifest",
+]

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from pyarrow.fs import FileType
+
 from verstore._core import VersionedStore, read_changelog_header
 from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
@@ -33,11 +35,12 @@ from verstore.checkpoint.layout import (
 )
 from verstore.checkpoint.local import LocalCopy, LocalState
 from verstore.checkpoint.manifest import (
+    MANIFEST_LIMIT,
     Manifest,
     ManifestFile,
-    decode_manifest,
     file_crc32,
     is_durable_name,
+    read_manifest,
 )
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.exceptions import (
@@ -52,9 +55,6 @@ log = logging.getLogger("verstore.checkpoint")
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)`` for long rebuilds and verifies."""
-
-#: Manifests larger than this are not manifests (a hostile file must not exhaust memory).
-MANIFEST_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -459,13 +459,7 @@ class PartitionStore:
 
     def _download(self, ref: CommitRef) -> dict[str, Any]:
         loc, files = self._location, self._files
-        path = self._graph.snapshots[ref].path
-        name = loc.describe(path)
-        try:
-            data = loc.read_bytes(path, MANIFEST_LIMIT)
-        except ValueError:
-            raise CorruptionError(f"corrupt data in {name}: too large for a manifest") from None
-        manifest = decode_manifest(data, name, ref)
+        manifest = read_manifest(loc, self._graph.snapshots[ref].path, ref)
         db = self._local.db
         db.mkdir(parents=True)
         uploaded = {}
@@ -474,13 +468,19 @@ class PartitionStore:
             target = db / entry.name
             where = loc.describe(durable)
             try:
-                loc.download(durable, str(target))
+                # Never more than the manifest's size: a file that grew is not read to its end.
+                size, crc = loc.fetch(durable, str(target), entry.size)
             except FileNotFoundError:
                 raise CorruptionError(
                     f"corrupt data in {where}: file of snapshot {ref.version} is missing"
                 ) from None
-            size = target.stat().st_size
-            if size != entry.size or file_crc32(target) != entry.crc32:
+            except OSError:
+                if loc.filesystem.get_file_info(durable).type == FileType.File:
+                    raise  # a storage error
+                raise CorruptionError(
+                    f"corrupt data in {where}: file of snapshot {ref.version} is not a file"
+                ) from None
+            if size != entry.size or crc != entry.crc32:
                 raise CorruptionError(
                     f"corrupt data in {where}: size or checksum differs from snapshot "
                     f"{ref.version}'s manifest"
@@ -617,4 +617,4 @@ class PartitionStore:
         self._local.unlock()
 
 
-__all__ = ["CheckpointOptions", "CommitStats", "OpenStats", "PartitionStore"]
+__all__ = ["MANIFEST_LIMIT", "CheckpointOptions", "CommitStats", "OpenStats", "PartitionStore"]

@@ -21,8 +21,7 @@ from verstore.checkpoint.layout import (
     PartitionFiles,
     lineages,
 )
-from verstore.checkpoint.manifest import decode_manifest, file_crc32
-from verstore.checkpoint.store import MANIFEST_LIMIT
+from verstore.checkpoint.manifest import read_manifest
 from verstore.exceptions import IncompatibleFormatError, VerstoreError
 from verstore.location import Location
 
@@ -123,11 +122,9 @@ def verify_partition(
         return [*problems, str(e)]
     chain = set(graph.walk(tip))
     for ref in sorted(listing.snapshots):
-        path = listing.snapshots[ref].path
-        where = loc.describe(path)
         try:
-            manifest = decode_manifest(loc.read_bytes(path, MANIFEST_LIMIT), where, ref)
-        except (VerstoreError, ValueError) as e:
+            manifest = read_manifest(loc, listing.snapshots[ref].path, ref)
+        except VerstoreError as e:
             problems.append(str(e))
             continue
         for entry in manifest.files:
@@ -141,10 +138,10 @@ def verify_partition(
                     f"(snapshot {ref.version})"
                 )
             elif deep and ref in chain:
-                with tempfile.NamedTemporaryFile() as tmp:
-                    loc.download(durable, tmp.name)
-                    if file_crc32(tmp.name) != entry.crc32:
-                        problems.append(f"{loc.describe(durable)}: checksum mismatch")
+                with tempfile.TemporaryDirectory(prefix="verstore-verify-") as tmp:
+                    _, crc = loc.fetch(durable, posixpath.join(tmp, "file"), entry.size)
+                if crc != entry.crc32:
+                    problems.append(f"{loc.describe(durable)}: checksum mismatch")
     if not graph.reachable(tip):
         problems.append(f"{files.describe()}: the newest version {tip.version} cannot be rebuilt")
     return problems

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.manifest import decode_manifest
-from verstore.checkpoint.store import MANIFEST_LIMIT
+from verstore.checkpoint.manifest import read_manifest
 from verstore.checkpoint.survey import find_lineages
 from verstore.location import Location
 
@@ -79,8 +78,7 @@ def inspect(
             for ref, snapshot in sorted(listing.snapshots.items()):
                 if version is not None and ref.version != version:
                     continue
-                where = loc.describe(snapshot.path)
-                manifest = decode_manifest(loc.read_bytes(snapshot.path, MANIFEST_LIMIT), where, ref)
+                manifest = read_manifest(loc, snapshot.path, ref)
                 rows.append(
                     {
                         "lineage": files_of_lineage.lineage,
