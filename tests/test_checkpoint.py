@@ -360,9 +360,9 @@ def test_bad_arguments_raise_value_errors(target: Target) -> None:
     with pytest.raises(ValueError, match="partition must be an int >= 0"):
         target.open(0, partition=-1)
     for name in ("a/b", "..", ".hidden", "", "x" * 201):
-        with pytest.raises(ValueError, match="store_name must be 1-200 characters"):
+        with pytest.raises(ValueError, match=r"store_name must be .*1-200"):
             target.open(0, store=name)
-        with pytest.raises(ValueError, match="lineage must be 1-200 characters"):
+        with pytest.raises(ValueError, match=r"lineage must be .*1-200"):
             target.open(0, lineage=name)
     with pytest.raises(TypeError, match=r"use PartitionStore\.open"):
         PartitionStore()
