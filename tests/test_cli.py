@@ -430,6 +430,43 @@ def test_python_m_verstore_runs_each_command(checkpoint: Target) -> None:
     assert missing.stderr == f"error: no store 'nope' at {args[0]} (found: {STORE})\n"
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--version", "-1", "a"], "version must be >= 0"),
+        (["--version", str(2**63), "a"], "version must be >= 0 and < 2**63 - 1"),
+        (["--partition", "-1", "a"], "partition must be an int >= 0"),
+        (["--hex", "zz"], "KEY must be hex digits with --hex, got 'zz'"),
+        (["--lineage", "../x", "a"], "store orders has no lineage '../x'"),
+    ],
+)
+def test_a_bad_argument_value_is_a_usage_error(
+    checkpoint: Target, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    args = ["get", *checkpoint.cli_args(), "--partition", "0", *argv]
+    if argv[0] == "--partition":
+        args = ["get", *checkpoint.cli_args(), *argv]
+    code, out, err = run(capsys, *args)
+    assert (code, out) == (1 if "lineage" in message else 2, "")
+    assert err.startswith("error: ")
+    assert message in err
+
+
+def test_plain_files_beside_the_stores_are_not_stores(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.commit(0, [("put", b"a", b"1", 1)])
+    target.write(target.location.path("README"), b"what this bucket holds")
+    target.write(target.location.path("q=stray"), b"a file, not a lineage")
+    code, out, _ = run(capsys, "inspect", *target.cli_args())
+    assert code == 0
+    assert out.splitlines()[0] == f"store {STORE}"
+    code, out, _ = run(capsys, "get", *target.cli_args(), "--partition", "0", "a")
+    assert (code, out) == (0, "value=1 timestamp=1 valid_to=None\n")
+    code, out, _ = run(capsys, "verify", *target.cli_args())
+    assert (code, out) == (0, "verified 1 partitions: OK\n")
+
+
 def test_a_missing_argument_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["get", "/nowhere", "KEY"])

@@ -10,6 +10,7 @@ one with ``--store`` / ``--lineage``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -145,6 +146,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
+    if args.hex:
+        try:
+            key = bytes.fromhex(args.key)
+        except ValueError:
+            raise ValueError(f"KEY must be hex digits with --hex, got {args.key!r}") from None
+    else:
+        key = os.fsencode(args.key)
     loc = Location.resolve(args.uri, _options(args.storage_option))
     name, root = _one_store(loc, args)
     lineage = _lineage(root, name, args.lineage)
@@ -155,7 +163,6 @@ def cmd_get(args: argparse.Namespace) -> int:
     version = args.version
     if version is None:
         version = Graph(files, files.listing()).tip().version
-    key = bytes.fromhex(args.key) if args.hex else args.key.encode()
     with tempfile.TemporaryDirectory(prefix="verstore-get-") as tmp:
         part = PartitionStore.open(
             root,
@@ -247,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (VerstoreError, OSError) as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # a bad argument value: a partition, version or hex key
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

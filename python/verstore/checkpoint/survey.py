@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from pyarrow.fs import FileType
+
 from verstore._core import verify_changelog
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import (
@@ -38,7 +40,9 @@ def find_stores(loc: Location, only: str | None = None) -> Iterator[tuple[str, L
     def is_store(path: str) -> bool:
         if loc.exists(posixpath.join(path, META_NAME)):
             return True
-        return any(i.base_name.startswith("q=") for i in loc.list(path))
+        return any(
+            i.base_name.startswith("q=") and i.type == FileType.Directory for i in loc.list(path)
+        )
 
     root = loc.root.rstrip("/")
     if is_store(root):
@@ -47,7 +51,11 @@ def find_stores(loc: Location, only: str | None = None) -> Iterator[tuple[str, L
             yield name, Location(loc.filesystem, posixpath.dirname(root), loc.uri)
         return
     for info in sorted(loc.list(root), key=lambda i: i.base_name):
-        if only in (None, info.base_name) and is_store(info.path):
+        if (
+            info.type == FileType.Directory
+            and only in (None, info.base_name)
+            and is_store(info.path)
+        ):
             yield info.base_name, loc
 
 
