@@ -43,6 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults, layout
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, LineageFiles
+from verstore.checkpoint.survey import verify_partition
 from verstore.exceptions import FencedError
 from verstore.location import Location
 
@@ -209,6 +210,8 @@ class Simulation(RuleBasedStateMachine):
         part.abort()
         shutil.rmtree(scratch)
         graph = self.graph(lineage, partition)
+        # Nothing in the checkpoint is damaged: every snapshot can be restored from its files.
+        assert verify_partition(graph.files) == []
         tip = graph.tip()
         current = self.batch[lineage]
         assert tip.version <= current + 1

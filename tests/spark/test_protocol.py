@@ -215,3 +215,23 @@ def test_a_partition_function_that_leaves_input_unread_commits_nothing(
     with pytest.raises(Exception, match="without reading all of its input"):
         run_available_now(out, tmp_path / "chk", Collector())
     assert verstore.spark.inspect(str(verstore_root), "s").num_rows == 0
+
+
+def test_a_restarted_query_whose_store_columns_changed_is_refused(
+    spark: Any, verstore_root: Path, tmp_path: Path
+) -> None:
+    """The same query (same Spark checkpoint) restarted with other value columns for its store
+    must not read the stored bytes as the new layout: IncompatibleConfigError names both."""
+    batches = generate(73, batches=2)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches[:1], stream_pa, table_pa)
+    run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
+    write_batches(
+        tmp_path / "orders", tmp_path / "prices", batches[1:], stream_pa, table_pa, start=1
+    )
+    changed = gen_join(spark, tmp_path, tie_breaker=None)  # the tie-breaker is stored no more
+    with pytest.raises(Exception, match="IncompatibleConfigError") as failure:
+        run_available_now(changed, tmp_path / "chk", Collector())
+    message = str(failure.value)
+    assert "value (price: double, currency: string, seq: int32)" in message  # stored
+    assert "value (price: double, currency: string)" in message  # what the query asked for
