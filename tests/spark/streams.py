@@ -249,9 +249,12 @@ def asof_oracle(
     table_schema: pa.Schema,
     how: str,
     tie_breaker: str | None,
+    tolerance: int | None = None,
+    allow_exact_matches: bool = True,
 ) -> list[dict[str, Any]]:
     """The expected as-of join: per batch, pandas ``merge_asof`` of the batch's stream rows
-    against the winners of every table row of batches <= the current one.
+    against the winners of every table row of batches <= the current one, with ``merge_asof``'s
+    own ``tolerance`` (ms) and ``allow_exact_matches``.
 
     The winner of an equal (key, time) group, as ``asof_join`` documents it: with a
     tie-breaker the largest tie-breaker, then the latest batch, then the largest encoded value
@@ -295,7 +298,8 @@ def asof_oracle(
                 right_on="_tt",
                 by=on,
                 direction="backward",
-                allow_exact_matches=True,
+                allow_exact_matches=allow_exact_matches,
+                tolerance=tolerance,
             ).sort_values("_i")
         else:
             joined = stream.assign(_from_r=None, _to=None, **{f"_v_{v}": None for v in values})
@@ -337,7 +341,13 @@ def gen_join(spark: Any, work: Path, *, timestamps: bool = False, **options: Any
 
 
 def gen_oracle(
-    batches: list[Batch], *, how: str, tie_breaker: str | None, timestamps: bool = False
+    batches: list[Batch],
+    *,
+    how: str,
+    tie_breaker: str | None,
+    timestamps: bool = False,
+    tolerance: int | None = None,
+    allow_exact_matches: bool = True,
 ) -> list[Any]:
     _, _, _, table_pa = gen_schemas(timestamps)
     return asof_oracle(
@@ -349,6 +359,8 @@ def gen_oracle(
         table_schema=table_pa,
         how=how,
         tie_breaker=tie_breaker,
+        tolerance=tolerance,
+        allow_exact_matches=allow_exact_matches,
     )
 
 

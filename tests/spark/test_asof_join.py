@@ -169,6 +169,29 @@ def test_generated_out_of_order_matches_merge_asof_oracle(
         assert len(expected) > len(matched)
 
 
+@pytest.mark.parametrize(
+    ("tolerance", "allow_exact_matches"), [(7, True), (None, False), (7, False)]
+)
+def test_tolerance_and_strict_matching_match_merge_asof(
+    spark: Any,
+    verstore_root: Path,
+    tmp_path: Path,
+    tolerance: int | None,
+    allow_exact_matches: bool,
+) -> None:
+    """``tolerance`` and ``allow_exact_matches`` mean what they mean in pandas ``merge_asof``."""
+    batches = generate(17, batches=3)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+    options = {"tolerance": tolerance, "allow_exact_matches": allow_exact_matches}
+    sink = Collector()
+    run_available_now(gen_join(spark, tmp_path, **options), tmp_path / "chk", sink)
+    expected = gen_oracle(batches, how="left", tie_breaker="seq", **options)
+    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    default = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(expected, OUT_COLUMNS) != normalized(default, OUT_COLUMNS)  # it matters
+
+
 def test_tie_breaker_decides_equal_time_updates_across_batches(
     spark: Any, verstore_root: Path, tmp_path: Path
 ) -> None:
@@ -274,6 +297,12 @@ def test_argument_errors(spark: Any) -> None:
         asof_join(orders, prices, **kw, history_retention="7 fortnights")
     with pytest.raises(ValueError, match="store must be"):
         asof_join(orders, prices, **kw, store="a/b")
+    with pytest.raises(ValueError, match="tolerance must not be negative"):
+        asof_join(orders, prices, **kw, tolerance=-1)
+    with pytest.raises(TypeError, match="allow_exact_matches must be a bool"):
+        asof_join(orders, prices, **kw, allow_exact_matches="no")
+    with pytest.raises(TypeError, match=r"column 'ym' of type interval year cannot be stored"):
+        asof_join(orders, prices.selectExpr("*", "INTERVAL '1' YEAR AS ym"), **kw)
 
 
 @pytest.mark.parametrize(
