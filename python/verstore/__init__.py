@@ -25,6 +25,7 @@ from verstore._core import (
 )
 from verstore.exceptions import (
     CorruptionError,
+    FencedError,
     IncompatibleConfigError,
     IncompatibleFormatError,
     MissingVersionError,
@@ -38,6 +39,7 @@ __all__ = [
     "NOT_PUT",
     "VALID_TO_UNDEFINED",
     "CorruptionError",
+    "FencedError",
     "GroupHistory",
     "IncompatibleConfigError",
     "IncompatibleFormatError",

@@ -54,3 +54,19 @@ def verstore_root(spark: Any, tmp_path: Path) -> Path:
     root = tmp_path / "verstore"
     verstore.spark.configure(spark, str(root), local_dir=str(tmp_path / "local"))
     return root
+
+
+@pytest.fixture
+def local_cluster_work() -> Iterator[None]:
+    """Removes the application directories a ``local-cluster`` job leaves in Spark's own work
+    directory (``$SPARK_HOME/work``, where the standalone workers of local-cluster mode keep
+    each executor's files, unpacked archives included)."""
+    import shutil
+
+    import pyspark
+
+    work = Path(pyspark.__file__).parent / "work"
+    before = set(work.glob("app-*")) if work.is_dir() else set()
+    yield
+    for app in set(work.glob("app-*")) - before if work.is_dir() else ():
+        shutil.rmtree(app, ignore_errors=True)

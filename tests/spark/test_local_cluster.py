@@ -28,6 +28,7 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
 JOB = Path(__file__).with_name("local_cluster_job.py")
 
 
+@pytest.mark.usefixtures("local_cluster_work")
 def test_asof_join_on_two_executors_matches_oracle(tmp_path: Path) -> None:
     batches = generate(41, batches=4)
     _, stream_pa, _, table_pa = gen_schemas(False)

@@ -115,8 +115,8 @@ def check_name(name: str, what: str) -> str:
     """``name`` if it is a plain path segment for a store or lineage; ``ValueError`` if not."""
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ValueError(
-            f"{what} must be 1-200 characters of letters, digits, '_', '.' and '-', not "
-            f"starting with '.' or '-', got {name!r}"
+            f"{what} must be a plain directory name: 1-200 letters, digits, '_', '.' or '-', "
+            f"not starting with '.' or '-', got {name!r}"
         )
     return name
 

@@ -1,0 +1,76 @@
+"""The shipped wheel on executors: ``maturin build --release``, installed into a fresh
+environment that does not contain the source tree, packed with ``venv-pack`` and shipped to a
+``local-cluster`` job with ``spark.archives`` exactly as ``docs/spark.md`` describes. The
+executors must import verstore from that environment, and the job's result must match the
+oracle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.register_assert_rewrite("streams")
+from streams import (  # noqa: E402 (imported once marked for rewriting)
+    OUT_COLUMNS,
+    gen_oracle,
+    gen_schemas,
+    generate,
+    normalized,
+    write_batches,
+)
+
+SOURCE = Path(__file__).resolve().parents[2]
+JOB = Path(__file__).with_name("local_cluster_job.py")
+
+
+def run(*command: Any, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, cwd=cwd, env=env, timeout=1200
+    )
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def packed_environment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv-pack archive of a fresh environment with the wheel and its dependencies."""
+    work = tmp_path_factory.mktemp("wheel")
+    env = dict(os.environ)
+    env.setdefault("CARGO_TARGET_DIR", str(Path.home() / ".cache" / "verstore" / "target"))
+    maturin = Path(sys.executable).with_name("maturin")
+    run(maturin, "build", "--release", "--quiet", "--out", work / "dist", cwd=SOURCE, env=env)
+    (wheel,) = (work / "dist").glob("verstore-*.whl")
+    venv = work / "env"
+    run(sys.executable, "-m", "venv", venv)
+    run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheel, "pandas<3", "venv-pack")
+    run(venv / "bin" / "venv-pack", "-q", "-p", venv, "-o", work / "env.tar.gz")
+    return work / "env.tar.gz"
+
+
+@pytest.mark.usefixtures("local_cluster_work")
+def test_executors_run_the_wheel_from_a_packed_environment(
+    packed_environment: Path, tmp_path: Path
+) -> None:
+    batches = generate(43, batches=3)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+    env = dict(os.environ)
+    env.pop("PYSPARK_PYTHON", None)
+    out = run(sys.executable, JOB, tmp_path, packed_environment, cwd=tmp_path, env=env)
+    (line,) = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    result: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
+
+    assert result["executors"] == 2
+    for module, python in result["executor_verstore"]:
+        assert "/environment/" in module and "/environment/" in python, (module, python)
+        assert not module.startswith(str(SOURCE / "python")), module  # never the source tree
+    rows = [row for b in sorted(result["batches"], key=int) for row in result["batches"][b]]
+    expected = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(rows, OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
