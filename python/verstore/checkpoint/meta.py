@@ -20,10 +20,11 @@ not read them again on every task.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from verstore.checkpoint.layout import FORMAT_VERSION, LineageFiles
@@ -43,27 +44,62 @@ class ColumnLayout:
         encoding: The name and version of the encoding (``verstore._core.TUPLE_ENCODING``).
         key: ``(name, Arrow type)`` of each key column, in encoding order.
         value: ``(name, Arrow type)`` of each value column, in encoding order.
+        arrow: The key and value Arrow schemas themselves (IPC, base64), so that a reader
+            (``verstore.spark.read_store``, ``verstore scan``) decodes stored bytes back to the
+            columns that wrote them. Not compared: ``key`` and ``value`` decide compatibility.
     """
 
     encoding: str
     key: tuple[tuple[str, str], ...]
     value: tuple[tuple[str, str], ...]
+    arrow: tuple[str, str] | None = field(default=None, compare=False)
 
     @staticmethod
     def of(encoding: str, key: Any, value: Any) -> ColumnLayout:
         """From Arrow schemas (or sequences of fields) of the key and value columns."""
 
+        import pyarrow as pa
+
         def cols(fields: Any) -> tuple[tuple[str, str], ...]:
             return tuple((str(f.name), describe_type(f.type)) for f in fields)
 
-        return ColumnLayout(encoding, cols(key), cols(value))
+        def ipc(fields: Any) -> str:
+            schema = fields if isinstance(fields, pa.Schema) else pa.schema(list(fields))
+            return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+        return ColumnLayout(encoding, cols(key), cols(value), (ipc(key), ipc(value)))
+
+    def schemas(self) -> tuple[Any, Any]:
+        """The key and value ``pyarrow.Schema``.
+
+        Raises:
+            CorruptionError: The layout has no (or no readable) Arrow schemas.
+        """
+        import pyarrow as pa
+
+        if self.arrow is None:
+            raise CorruptionError("the store's column layout records no Arrow schemas")
+        try:
+            key, value = (pa.ipc.read_schema(pa.py_buffer(base64.b64decode(s))) for s in self.arrow)
+        except (ValueError, pa.ArrowException) as e:
+            raise CorruptionError(
+                f"the store's recorded Arrow schemas do not decode: {e}"
+            ) from None
+        if [f.name for f in key] != [n for n, _ in self.key] or [f.name for f in value] != [
+            n for n, _ in self.value
+        ]:
+            raise CorruptionError("the store's recorded Arrow schemas contradict its columns")
+        return key, value
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "encoding": self.encoding,
             "key": [list(c) for c in self.key],
             "value": [list(c) for c in self.value],
         }
+        if self.arrow is not None:
+            out["arrow"] = {"key": self.arrow[0], "value": self.arrow[1]}
+        return out
 
     @staticmethod
     def from_json(obj: Any) -> ColumnLayout | None:
@@ -86,7 +122,16 @@ class ColumnLayout:
         key, value = cols(obj.get("key")), cols(obj.get("value"))
         if key is None or value is None:
             return None
-        return ColumnLayout(obj["encoding"], key, value)
+        arrow = obj.get("arrow")
+        if arrow is not None:
+            if not (
+                isinstance(arrow, dict)
+                and isinstance(arrow.get("key"), str)
+                and isinstance(arrow.get("value"), str)
+            ):
+                return None
+            arrow = (arrow["key"], arrow["value"])
+        return ColumnLayout(obj["encoding"], key, value, arrow)
 
     def describe(self) -> str:
         def cols(items: Sequence[tuple[str, str]]) -> str:
