@@ -1,7 +1,7 @@
-"""A small, obviously-correct reference model of verstore's semantics (docs/SEMANTICS.md).
+"""A small, obviously-correct reference model of verstore's semantics (docs/semantics.md).
 
 The model keeps, per key, every accepted version as ``timestamp -> value | None`` (``None`` is a
-tombstone) and never forgets anything. What a real store has physically dropped (§3.7) is derived
+tombstone) and never forgets anything. What a real store has physically dropped (§5) is derived
 at read time from the current observed stream time, see ``_present``. It is written for clarity,
 not speed (only ``bisect`` keeps long crash-test streams tractable).
 
@@ -48,12 +48,12 @@ def trunc_div(a: int, b: int) -> int:
 
 
 def segment_id(timestamp: int, segment_interval_ms: int) -> int:
-    """§3.4: the segment whose bucket ``[k*I, (k+1)*I)`` holds ``timestamp``."""
+    """§1.5: the segment whose bucket ``[k*I, (k+1)*I)`` holds ``timestamp``."""
     return trunc_div(timestamp, segment_interval_ms)
 
 
 def default_segment_interval(history_retention_ms: int) -> int:
-    """§3.4: Kafka's default segment interval for a given history retention."""
+    """§1.5: Kafka's default segment interval for a given history retention."""
     r = history_retention_ms
     if r <= 60_000:
         return max(r // 3, 2_000)
@@ -65,7 +65,7 @@ def default_segment_interval(history_retention_ms: int) -> int:
 
 
 class ReferenceModel:
-    """The versioned store of SEMANTICS.md §1 to §2 with Kafka's segment expiry (§3.7) on reads."""
+    """The versioned store of docs/semantics.md §1 and §2, with segment expiry (§5) on reads."""
 
     def __init__(self, *, history_retention_ms: int, segment_interval_ms: int | None = None):
         if history_retention_ms < 0:
@@ -85,7 +85,7 @@ class ReferenceModel:
 
     @property
     def horizon(self) -> int:
-        """H = ST - R (§1). Reads at or after H are exact; writes before it are rejected."""
+        """H = ST - R (§1.4). Reads at or after H are exact; writes before it are rejected."""
         return self.observed_stream_time - self.history_retention_ms
 
     def keys(self) -> list[bytes]:
@@ -108,7 +108,7 @@ class ReferenceModel:
         return times[i] if i < len(times) else None
 
     def _present(self, valid_to: int | None) -> bool:
-        """Is a version with this valid-to still physically stored (§2.5, §3.7)?
+        """Is a version with this valid-to still physically stored (§2.5, §5)?
 
         The newest version (valid_to None) lives in the latest-value store and never expires.
         Any other version lives in the segment of its valid-to, and segments with an id below
@@ -154,7 +154,7 @@ class ReferenceModel:
         if timestamp not in versions:
             bisect.insort(times, timestamp)
         # Replaces any version at the same timestamp; in particular a tombstone written at the
-        # latest value's own timestamp stays a tombstone (Q1, §6).
+        # latest value's own timestamp stays a tombstone (§Q1).
         versions[timestamp] = value
         valid_to = self._next_newer(key, timestamp)
         return VALID_TO_UNDEFINED if valid_to is None else valid_to
@@ -205,7 +205,7 @@ class ReferenceModel:
         to_time: int | None = None,
         ascending: bool = False,
     ) -> list[Record]:
-        """§2.5 with the Q2 fix: every present value version meeting [from_time, to_time]."""
+        """§2.5 with the §Q2 fix: every present value version meeting [from_time, to_time]."""
         key = self._check_key(key)
         lo = MIN_TIME if from_time is None else from_time
         hi = MAX_TIME if to_time is None else to_time

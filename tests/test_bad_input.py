@@ -6,7 +6,7 @@ mismatched batch lengths) or a ``verstore`` error, with a message naming the arg
 every read (and ``observed_stream_time``) equals what it was before the call. Batch calls are
 validated before any write, so a bad row anywhere leaves the whole batch unwritten.
 
-See docs/API.md (Errors) and docs/SEMANTICS.md §2.8, §6 (Q5), §8.12.
+See docs/semantics.md §7 (errors and argument checks), §Q5 and §E12.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Property tests: every batch call equals the same single-record calls applied in order.
 
-API.md, "Batch calls": row i of a batch call always equals the single-record call applied in
+docs/semantics.md §2.7: row i of a batch call always equals the single-record call applied in
 order. Two stores of the same kind get the same operations, one through ``put_batch`` /
 ``get_batch`` / ``delete_batch`` and one through ``put`` / ``get`` / ``delete`` loops; inputs
 come as Python lists, pyarrow ``binary`` / ``large_binary`` / ``int64`` arrays (also sliced, so

@@ -5,8 +5,8 @@ seeded stream of out-of-order puts and deletes over several keys, and prints eac
 after the call returns. The parent kills it with SIGKILL at some point, reopens the store and
 compares every read with the reference model replaying exactly the ops up to the last printed
 index; the op in flight at the kill may or may not have been applied, so one of the two
-candidate models must match exactly (API.md "Reopening the same path restores every version and
-observed_stream_time"; SEMANTICS.md §4 on persisting ST). One run kills the child in the middle
+candidate models must match exactly (docs/semantics.md §2.9: reopening restores every version
+and observed_stream_time; §Q4 on persisting ST). One run kills the child in the middle
 of a large ``put_batch``: the store must then hold a prefix of the batch's rows.
 """
 
@@ -252,7 +252,7 @@ def test_sigkill_loses_no_reported_write(
     proc = spawn(STREAM_CHILD.format(generate_ops=inspect.getsource(generate_ops)), cfg)
     try:
         assert read_line(proc) == "open\n"
-        # While the child holds the store, a second opener is refused (API.md).
+        # While the child holds the store, a second opener is refused (docs/semantics.md §2.8).
         with pytest.raises(verstore.StoreLockedError):
             open_store(path, retention, interval)
         last = -1
@@ -296,8 +296,9 @@ def test_sigkill_loses_no_reported_write(
 def test_sigkill_mid_put_batch_is_all_or_nothing(tmp_path: Path, fraction: float) -> None:
     """Killed during put_batch, the store holds none or all of the batch's rows.
 
-    API.md only promises row-by-row equivalence, so the check is written for a prefix of j rows
-    (that is what a non-atomic implementation would have to keep); the stub promises atomicity.
+    The model check is written for a prefix of j rows, all that row-by-row equivalence
+    (docs/semantics.md §2.7) would let a non-atomic implementation keep; the final assertion is
+    the atomicity of §2.8.
 
     Two batches of n rows calibrate the timing. Row i of the third batch writes key k{i % 16}
     at timestamp 2n + i, so every row becomes the latest value of its key and j can be read
@@ -331,7 +332,7 @@ def test_sigkill_mid_put_batch_is_all_or_nothing(tmp_path: Path, fraction: float
         print(f"killed after {applied} of {n} rows (batch finished: {finished})")
         assert_matches_one(store, [model], keys)
         check_invariants(store, keys, retention)
-        # _core.pyi: put_batch is "one atomic write", so no row or every row of it survives
+        # put_batch is "one atomic write" (_core.pyi, docs/semantics.md §2.8): none or all rows
         assert applied in (0, n)
         assert_grace_after_reopen(store, model)
 

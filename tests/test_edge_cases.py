@@ -1,4 +1,4 @@
-"""The edge cases of docs/SEMANTICS.md §8 (items 1-12), each as its own test(s).
+"""The edge cases of docs/semantics.md §8 (E1 to E13), each as its own test(s).
 
 Unless a test says otherwise it uses the shared ``store`` fixture (history retention R = 300 000,
 segment interval I = 100 000) and runs against the persistent store and the in-memory variant.
@@ -41,7 +41,7 @@ def read_all(store: VersionedStore, keys: list[bytes], times: list[int]) -> dict
 
 
 # ============================================================================================
-# §8.1 (Q1): a tombstone replacing the latest value at the same timestamp, then an older write
+# §E1 (§Q1): a tombstone replacing the latest value at the same timestamp, then an older write
 
 # (setup writes as (value, timestamp, expected code), tombstone timestamp T, older timestamp)
 Q1_CASES = {
@@ -112,11 +112,11 @@ def test_q1_tombstone_survives_reopen(make_store: MakeStore, tmp_path: Path) -> 
 
 
 # ============================================================================================
-# §8.2 (Q2): versions() across a segment boundary agrees with get(k, as_of)
+# §E2 (§Q2): versions() across a segment boundary agrees with get(k, as_of)
 
 
 def test_q2_versions_finds_version_stored_in_later_segment(store: VersionedStore) -> None:
-    """Q2: v1@10, v2@I+10 -> versions(k, 0, 50) == [v1] like get(k, 50) (SEMANTICS example)."""
+    """Q2: v1@10, v2@I+10 -> versions(k, 0, 50) == [v1] like get(k, 50) (the §Q2 example)."""
     assert store.put(b"k", b"v1", 10) == VALID_TO_UNDEFINED
     assert store.put(b"k", b"v2", I + 10) == VALID_TO_UNDEFINED
 
@@ -194,7 +194,7 @@ def test_q2_point_ranges_agree_with_point_reads(store: VersionedStore) -> None:
 
 
 # ============================================================================================
-# §8.3 exact boundaries: ST - R for writes, as_of and to_time
+# §E3 exact boundaries: ST - R for writes, as_of and to_time
 
 
 @pytest.mark.parametrize("retention", [0, 1, 1_000, R])
@@ -254,7 +254,7 @@ def test_to_time_boundary_at_st_minus_r(store: VersionedStore) -> None:
 
 
 # ============================================================================================
-# §8.4 the latest value never expires
+# §E4 the latest value never expires
 
 
 def test_latest_value_never_expires(store: VersionedStore) -> None:
@@ -295,7 +295,7 @@ def test_latest_value_never_expires_after_reopen(make_store: MakeStore, tmp_path
 
 
 # ============================================================================================
-# §8.5 delete
+# §E5 delete
 
 
 def test_delete_returns_pre_delete_record(store: VersionedStore) -> None:
@@ -354,7 +354,7 @@ def test_delete_where_no_record_is_valid_writes_tombstone(store: VersionedStore)
 
 
 # ============================================================================================
-# §8.6 empty value vs tombstone
+# §E6 empty value vs tombstone
 
 
 def test_empty_value_in_latest_store(store: VersionedStore) -> None:
@@ -410,7 +410,7 @@ def test_empty_value_vs_missing_in_batches(store: VersionedStore) -> None:
 
 
 # ============================================================================================
-# §8.7 degenerate rows: the first write of a key is a tombstone
+# §E7 degenerate rows: the first write of a key is a tombstone
 
 
 @pytest.mark.parametrize(
@@ -470,7 +470,7 @@ def test_two_degenerate_tombstones(store: VersionedStore) -> None:
 
 
 # ============================================================================================
-# §8.8 moving a version to an older segment when a write splits it
+# §E8 moving a version to an older segment when a write splits it
 
 
 def test_split_moves_version_to_older_segment(store: VersionedStore) -> None:
@@ -521,11 +521,11 @@ def test_split_version_spanning_three_segments(store: VersionedStore) -> None:
 
 
 # ============================================================================================
-# §8.9 segment-granular expiry in versions() and the default segment interval
+# §E9 segment-granular expiry in versions() and the default segment interval
 
 
 def test_versions_segment_granular_expiry_example(store: VersionedStore) -> None:
-    """§2.5: v_old@0, v@99 990, ST = 399 990 -> versions(k, 0, 99 990) has v_old and v."""
+    """§E9: v_old@0, v@99 990, ST = 399 990 -> versions(k, 0, 99 990) has v_old and v."""
     assert store.put(b"k", b"v_old", 0) == VALID_TO_UNDEFINED
     assert store.put(b"k", b"v", 99_990) == VALID_TO_UNDEFINED
     assert store.put(b"other", b"o", 399_990) == VALID_TO_UNDEFINED  # H = 99 990
@@ -587,7 +587,7 @@ DEFAULT_INTERVALS = [
 def test_default_segment_interval(
     make_store: MakeStore, store_kind: str, retention: int, interval: int
 ) -> None:
-    """segment_interval_ms=None applies Kafka's default rule (§3.4 check list)."""
+    """segment_interval_ms=None applies Kafka's default rule (§1.5 check list)."""
     store = make_store(history_retention_ms=retention, segment_interval_ms=None, kind=store_kind)
     assert store.history_retention_ms == retention
     assert store.segment_interval_ms == interval
@@ -631,7 +631,8 @@ def test_default_interval_survives_reopen(make_store: MakeStore, tmp_path: Path)
 def test_zero_retention_expiry_uses_default_interval(
     make_store: MakeStore, store_kind: str
 ) -> None:
-    """§2.9: R = 0, default I = 2 000: old versions stay in versions() until their segment drops."""
+    """§E13: R = 0, default I = 2 000: old versions stay in versions() until their segment
+    drops."""
     store = make_store(history_retention_ms=0, segment_interval_ms=None, kind=store_kind)
     assert store.put(b"k", b"a", 10) == VALID_TO_UNDEFINED
     assert store.put(b"k", b"b", 20) == VALID_TO_UNDEFINED
@@ -647,7 +648,7 @@ def test_zero_retention_expiry_uses_default_interval(
 
 
 # ============================================================================================
-# §8.10 reopen: data, stream time, grace decisions, history across many segments, replay order
+# §E10 reopen: data, stream time, grace decisions, history across many segments, replay order
 
 
 def many_segment_writes(seed: int) -> list[tuple[bytes, bytes | None, int]]:
@@ -762,7 +763,7 @@ def test_replay_in_another_order_with_reopens(make_store: MakeStore, tmp_path: P
 
 
 # ============================================================================================
-# §8.11 keys that are prefixes of each other, binary keys, the empty key
+# §E11 keys that are prefixes of each other, binary keys, the empty key
 
 
 def test_prefix_keys_are_independent(store: VersionedStore) -> None:
@@ -869,12 +870,12 @@ def test_prefix_keys_survive_reopen(make_store: MakeStore, tmp_path: Path) -> No
 
 
 # ============================================================================================
-# §8.12 negative timestamps, null / non-bytes keys and values, from > to, bad config
+# §E12 negative timestamps, null / non-bytes keys and values, from > to, bad config
 # (the full table is in test_bad_input.py; these are the representative cases)
 
 
 def test_negative_write_timestamp_rejected(store: VersionedStore) -> None:
-    """A negative put/delete timestamp raises ValueError naming it (Q5) and writes nothing."""
+    """A negative put/delete timestamp raises ValueError naming it (§Q5) and writes nothing."""
     with pytest.raises(ValueError, match="timestamp"):
         store.put(b"k", b"v", -1)
     with pytest.raises(ValueError, match="timestamp"):
@@ -911,7 +912,7 @@ def test_bad_config_rejected(tmp_path: Path) -> None:
 
 
 def test_negative_as_of_returns_none(store: VersionedStore) -> None:
-    """get(k, as_of < 0) returns None (the lead's decision for §2.8), with or without data."""
+    """get(k, as_of < 0) returns None (§2.3, §Q5), with or without data."""
     assert store.get(b"k", -1) is None
     store.put(b"k", b"v", 0)
     assert store.get(b"k", -1) is None
@@ -943,7 +944,7 @@ def test_timestamp_zero_is_valid(store: VersionedStore) -> None:
 
 
 # ============================================================================================
-# VersionedRecord (Q3: equality by all three fields)
+# VersionedRecord (§Q3: equality by all three fields)
 
 
 def test_versioned_record_equality_and_repr() -> None:

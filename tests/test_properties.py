@@ -2,9 +2,9 @@
 
 A hypothesis state machine drives all three with random puts, deletes, point reads, range reads
 and reopens; a second test replays the accepted writes of a random history in another order
-(SEMANTICS.md §4, last bullet) and checks that no read changes. Retention and segment interval
-are tiny, and timestamps cluster around the grace horizon and segment boundaries, so expiry
-(§2.7, §3.7) and segment moves (§3.5) happen in almost every example.
+(docs/semantics.md §2.9, order independence) and checks that no read changes. Retention and
+segment interval are tiny, and timestamps cluster around the grace horizon and segment
+boundaries, so expiry (§2.6, §5) and segment moves (§3, §E8) happen in almost every example.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class StoreMachine(RuleBasedStateMachine):
         lo = data.draw(bounds, label="from_time")
         hi = data.draw(bounds, label="to_time")
         if lo is not None and hi is not None and lo > hi:
-            # from_time > to_time is a ValueError (API.md); equal bounds are allowed
+            # from_time > to_time is a ValueError (§2.5); equal bounds are allowed
             for store in (self.disk, self.memory):
                 with pytest.raises(ValueError, match="time"):
                     store.versions(key, lo, hi, ascending)
@@ -321,7 +321,7 @@ def test_replay_in_another_order_gives_same_reads(
     history: tuple[int, int, list[tuple[str, bytes, bytes | None, int]]],
     data: st.DataObject,
 ) -> None:
-    """§4: replaying the same accepted writes in another order changes no read.
+    """§2.9: replaying the same accepted writes in another order changes no read.
 
     Writes to one (key, timestamp) replace each other, so their relative order is kept. Any
     order in which every write is still accepted works: sorting by ``ts + u`` with a jitter
@@ -389,7 +389,7 @@ def test_replay_in_another_order_gives_same_reads(
 
 
 # ---------------------------------------------------------------------- worked examples
-# The examples of SEMANTICS.md, run against the model too so that a wrong model is caught
+# The examples of docs/semantics.md, run against the model too so that a wrong model is caught
 # without a store.
 
 KINDS = ["model", "memory", "disk"]
@@ -406,7 +406,7 @@ def open_kind(kind: str, path: Path, retention: int, interval: int | None) -> An
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_example_expired_versions_stay_until_segment_drop(kind: str, tmp_path: Path) -> None:
-    """§2.5 example: versions whose valid-to <= H are returned until their segment drops."""
+    """§E9 example: versions whose valid-to <= H are returned until their segment drops."""
     store = open_kind(kind, tmp_path, 300_000, 100_000)
     assert store.put(b"k", b"v_old", 0) == VALID_TO_UNDEFINED
     assert store.put(b"k", b"v", 99_990) == VALID_TO_UNDEFINED
@@ -446,7 +446,7 @@ def test_example_q2_versions_scans_later_segments(kind: str, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_example_return_codes_and_grace(kind: str, tmp_path: Path) -> None:
-    """§2.1 table, §2.4 and the exact grace boundary (§8.3), with R = 10, I = 4."""
+    """§2.1 table, §2.4 and the exact grace boundary (§E3), with R = 10, I = 4."""
     store = open_kind(kind, tmp_path, 10, 4)
     assert store.delete(b"k", 20) is None  # unknown key: still writes a tombstone
     assert store.put(b"k", b"a", 12) == 20  # bounded by that tombstone (degenerate row)
@@ -475,7 +475,7 @@ def test_example_return_codes_and_grace(kind: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_example_zero_retention(kind: str, tmp_path: Path) -> None:
-    """§2.9: R = 0 accepts ts == ST, rejects ts < ST; old versions stay until their segment
+    """§E13: R = 0 accepts ts == ST, rejects ts < ST; old versions stay until their segment
     drops (I = 2 000 by default)."""
     store = open_kind(kind, tmp_path, 0, None)
     assert store.segment_interval_ms == 2_000
@@ -518,7 +518,7 @@ def test_java_division_and_default_interval() -> None:
 def test_expiry_horizon_is_segment_granular(
     retention: int, interval: int, first: int, second: int
 ) -> None:
-    """§3.7: a version with valid-to vt is present iff segment_id(vt) >= segment_id(ST - R),
+    """§5: a version with valid-to vt is present iff segment_id(vt) >= segment_id(ST - R),
     including ST - R < 0 (truncation: -I < x < 0 is segment 0)."""
     config = {"history_retention_ms": retention, "segment_interval_ms": interval}
     with verstore.VersionedStore.in_memory(**config) as store:

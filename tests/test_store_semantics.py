@@ -7,7 +7,7 @@ ascending order. Kafka's restore cases (``restoreBatch``) are ported to ``put_ba
 specified as "``put`` row by row", and to reopening a persistent store. Every test runs against
 the persistent store and the in-memory variant, except the reopen tests (persistent only).
 
-See docs/SEMANTICS.md §2 (operations), §3.5 (put algorithm), §3.7 (segment expiry).
+See docs/semantics.md §2 (operations), §3 (put algorithm), §5 (segment expiry).
 """
 
 from __future__ import annotations
