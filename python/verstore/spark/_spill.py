@@ -82,10 +82,11 @@ def _read(path: Path) -> Iterator[Any]:
             yield reader.get_batch(i)
 
 
-class RowBuffer:
-    """Batches in arrival order, in memory up to the budget, then in a spill file."""
+class _Spilling:
+    """Batches held in memory up to a share of the budget; past it, :meth:`_spill` writes what
+    is held to a file (how, and in which order, is the subclass's business)."""
 
-    def __init__(self, area: SpillArea, schema: Any = None, *, share: float = 1.0) -> None:
+    def __init__(self, area: SpillArea, share: float, schema: Any = None) -> None:
         self._area = area
         self._limit = max(1, int(area.budget_bytes * share))
         self._schema = schema
@@ -103,8 +104,21 @@ class RowBuffer:
         self._bytes += batch.nbytes
         self.num_rows += batch.num_rows
         if self._bytes > self._limit:
-            self._files.append(_write(self._area, "rows", self._memory, self._schema))
+            self._files.append(self._spill())
             self._memory, self._bytes = [], 0
+
+    def _spill(self) -> Path:
+        raise NotImplementedError
+
+
+class RowBuffer(_Spilling):
+    """Batches in arrival order, in memory up to the budget, then in spill files."""
+
+    def __init__(self, area: SpillArea, schema: Any = None, *, share: float = 1.0) -> None:
+        super().__init__(area, share, schema)
+
+    def _spill(self) -> Path:
+        return _write(self._area, "rows", self._memory, self._schema)
 
     def batches(self) -> Iterator[Any]:
         for path in self._files:
@@ -112,33 +126,18 @@ class RowBuffer:
         yield from self._memory
 
 
-class ExternalSorter:
+class ExternalSorter(_Spilling):
     """Rows ordered by their binary :data:`SORT_KEY` column, in bounded memory.
 
     ``add`` batches that carry the sort key; ``chunks`` yields every row once, in sort-key order
-    (ties in no particular order), as batches of bounded size.
+    (ties in no particular order), as batches of bounded size. Each spill file is a sorted run.
     """
 
     def __init__(self, area: SpillArea, *, share: float = 0.5) -> None:
-        self._area = area
-        self._limit = max(1, int(area.budget_bytes * share))
-        self._memory: list[Any] = []
-        self._bytes = 0
-        self._runs: list[Path] = []
-        self._schema: Any = None
-        self.num_rows = 0
+        super().__init__(area, share)
 
-    def add(self, batch: Any) -> None:
-        if not batch.num_rows:
-            return
-        if self._schema is None:
-            self._schema = batch.schema
-        self._memory.append(batch)
-        self._bytes += batch.nbytes
-        self.num_rows += batch.num_rows
-        if self._bytes > self._limit:
-            self._runs.append(_write(self._area, "run", [self._sorted_memory()], self._schema))
-            self._memory, self._bytes = [], 0
+    def _spill(self) -> Path:
+        return _write(self._area, "run", [self._sorted_memory()], self._schema)
 
     def _sorted_memory(self) -> Any:
         import pyarrow as pa
@@ -151,16 +150,16 @@ class ExternalSorter:
         """Every row, sorted, as batches (each at most about half the budget)."""
         import pyarrow as pa
 
-        if not self._runs:
+        if not self._files:
             if self._memory:
                 table = pa.Table.from_batches(self._memory, schema=self._schema)
                 table = table.take(_sort_indices(table.column(SORT_KEY)))
                 yield from table.to_batches(max_chunksize=READ_ROWS * 4)
             return
         if self._memory:
-            self._runs.append(_write(self._area, "run", [self._sorted_memory()], self._schema))
+            self._files.append(self._spill())
             self._memory, self._bytes = [], 0
-        yield from _merge([_read(path) for path in self._runs], self._schema)
+        yield from _merge([_read(path) for path in self._files], self._schema)
 
 
 def _sort_indices(keys: Any) -> Any:

@@ -27,21 +27,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from verstore.spark import _args as A
 from verstore.spark import _kernels as K
-from verstore.spark._args import (
-    arrow_schema,
-    check_store_name,
-    check_unique,
-    col,
-    column_layout,
-    column_names,
-    epoch_ms,
-    parse_duration_ms,
-    require_columns,
-)
-from verstore.spark._args import (
-    num_partitions as partitions_of,
-)
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
 from verstore.spark._spill import SORT_KEY, ExternalSorter, RowBuffer
 
@@ -148,34 +135,34 @@ def asof_join(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    on_cols = column_names(on, "on")
+    on_cols = A.column_names(on, "on")
     if not on_cols:
         raise ValueError("on must name at least one key column")
-    tie_cols = column_names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
+    tie_cols = A.column_names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
     if how not in ("left", "inner"):
         raise ValueError(f"how must be 'left' or 'inner', got {how!r}")
     if not isinstance(allow_exact_matches, bool):
         raise TypeError(f"allow_exact_matches must be a bool, got {allow_exact_matches!r}")
-    check_store_name(store)
-    retention_ms = parse_duration_ms(history_retention, name="history_retention")
-    tolerance_ms = None if tolerance is None else parse_duration_ms(tolerance, name="tolerance")
+    A.check_store_name(store)
+    retention_ms = A.parse_duration_ms(history_retention, name="history_retention")
+    tolerance_ms = None if tolerance is None else A.parse_duration_ms(tolerance, name="tolerance")
 
     s_schema = {f.name: f for f in stream.schema.fields}
     t_schema = {f.name: f for f in table_updates.schema.fields}
-    require_columns(s_schema, [*on_cols, stream_time], "stream")
-    require_columns(t_schema, [*on_cols, table_time, *tie_cols], "table_updates")
+    A.require_columns(s_schema, [*on_cols, stream_time], "stream")
+    A.require_columns(t_schema, [*on_cols, table_time, *tie_cols], "table_updates")
     if table_values is None:
         value_cols = [c for c in t_schema if c not in on_cols and c != table_time]
     else:
-        value_cols = column_names(table_values, "table_values")
-        require_columns(t_schema, value_cols, "table_updates")
+        value_cols = A.column_names(table_values, "table_values")
+        A.require_columns(t_schema, value_cols, "table_updates")
     stream_cols = list(s_schema)
     out_names = [*stream_cols, *value_cols, VALID_FROM, VALID_TO]
-    check_unique(out_names, "asof_join")
+    A.check_unique(out_names, "asof_join")
 
-    s_time_ms, _ = epoch_ms(s_schema[stream_time], "stream_time")
-    t_time_ms, time_is_ts = epoch_ms(t_schema[table_time], "table_time")
-    n = partitions_of(stream, num_partitions)
+    s_time_ms, _ = A.epoch_ms(s_schema[stream_time], "stream_time")
+    t_time_ms, time_is_ts = A.epoch_ms(t_schema[table_time], "table_time")
+    n = A.num_partitions(stream, num_partitions)
 
     keys = [f"__vs_k{i}" for i in range(len(on_cols))]
     s_names = [f"__vs_s{i}" for i in range(len(stream_cols))]
@@ -183,21 +170,21 @@ def asof_join(
     b_names = [f"__vs_b{i}" for i in range(len(tie_cols))]
     stream_side = stream.select(
         F.lit(_STREAM).cast("byte").alias(_SIDE),
-        *[col(c).alias(k) for c, k in zip(on_cols, keys, strict=True)],
+        *[A.col(c).alias(k) for c, k in zip(on_cols, keys, strict=True)],
         s_time_ms.alias(_TIME),
-        *[col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True)],
+        *[A.col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True)],
     )
     table_side = table_updates.select(
         F.lit(_TABLE).cast("byte").alias(_SIDE),
         *[
-            col(c).cast(s_schema[c].dataType).alias(k)
+            A.col(c).cast(s_schema[c].dataType).alias(k)
             if t_schema[c].dataType != s_schema[c].dataType
-            else col(c).alias(k)
+            else A.col(c).alias(k)
             for c, k in zip(on_cols, keys, strict=True)
         ],
         t_time_ms.alias(_TIME),
-        *[col(c).alias(v) for c, v in zip(value_cols, v_names, strict=True)],
-        *[col(c).alias(b) for c, b in zip(tie_cols, b_names, strict=True)],
+        *[A.col(c).alias(v) for c, v in zip(value_cols, v_names, strict=True)],
+        *[A.col(c).alias(b) for c, b in zip(tie_cols, b_names, strict=True)],
     )
     tagged = stream_side.unionByName(table_side, allowMissingColumns=True)
 
@@ -210,10 +197,10 @@ def asof_join(
         ]
     )
     stored_fields = [t_schema[c] for c in [*value_cols, *tie_cols]]
-    layout = column_layout(
-        arrow_schema([s_schema[c] for c in on_cols]), arrow_schema(stored_fields)
+    layout = A.column_layout(
+        A.arrow_schema([s_schema[c] for c in on_cols]), A.arrow_schema(stored_fields)
     )
-    stored_schema = arrow_schema(stored_fields, [*v_names, *b_names])
+    stored_schema = A.arrow_schema(stored_fields, [*v_names, *b_names])
     fn = _AsofPartition(
         store=store,
         keys=keys,
@@ -237,9 +224,9 @@ def asof_join(
     if not time_is_ts:
         return joined
     return joined.select(
-        *[col(c) for c in out_names[:-2]],
-        F.timestamp_millis(col(VALID_FROM)).alias(VALID_FROM),
-        F.timestamp_millis(col(VALID_TO)).alias(VALID_TO),
+        *[A.col(c) for c in out_names[:-2]],
+        F.timestamp_millis(A.col(VALID_FROM)).alias(VALID_FROM),
+        F.timestamp_millis(A.col(VALID_TO)).alias(VALID_TO),
     )
 
 

@@ -37,19 +37,8 @@ from datetime import timedelta
 from typing import Any
 
 from verstore._core import NOT_PUT
+from verstore.spark import _args as A
 from verstore.spark import _kernels as K
-from verstore.spark._args import (
-    arrow_schema,
-    check_store_name,
-    check_unique,
-    col,
-    column_layout,
-    column_names,
-    epoch_ms,
-    parse_duration_ms,
-    require_columns,
-)
-from verstore.spark._args import num_partitions as partitions_of
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
 from verstore.spark._spill import SORT_KEY, ExternalSorter
 
@@ -140,21 +129,21 @@ def latest_by_timestamp(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    key_cols = column_names(key, "key")
+    key_cols = A.column_names(key, "key")
     if not key_cols:
         raise ValueError("key must name at least one column")
     if emit not in ("changes", "latest", "all"):
         raise ValueError(f"emit must be 'changes', 'latest' or 'all', got {emit!r}")
-    check_store_name(store)
-    retention_ms = parse_duration_ms(history_retention, name="history_retention")
+    A.check_store_name(store)
+    retention_ms = A.parse_duration_ms(history_retention, name="history_retention")
     schema = {f.name: f for f in updates.schema.fields}
-    require_columns(schema, [*key_cols, time_col, *([deletes] if deletes else [])], "updates")
+    A.require_columns(schema, [*key_cols, time_col, *([deletes] if deletes else [])], "updates")
     special = {*key_cols, time_col, *([deletes] if deletes else [])}
     if value_cols is None:
         values = [c for c in schema if c not in special]
     else:
-        values = column_names(value_cols, "value_cols")
-        require_columns(schema, values, "updates")
+        values = A.column_names(value_cols, "value_cols")
+        A.require_columns(schema, values, "updates")
         overlap = [c for c in values if c in special]
         if overlap:
             raise ValueError(f"value_cols must not repeat key, time or deletes columns: {overlap}")
@@ -163,14 +152,14 @@ def latest_by_timestamp(
             f"deletes column {deletes!r} must be boolean, got "
             f"{schema[deletes].dataType.simpleString()}"
         )
-    time_ms, _ = epoch_ms(schema[time_col], "time_col")
-    n = partitions_of(updates, num_partitions)
+    time_ms, _ = A.epoch_ms(schema[time_col], "time_col")
+    n = A.num_partitions(updates, num_partitions)
 
     prev_names = [PREVIOUS_PREFIX + c for c in values] if previous else []
     out_names = [*key_cols, time_col, *values, CHANGE, *prev_names]
-    check_unique(out_names, "latest_by_timestamp")
-    value_schema = arrow_schema([schema[c] for c in values])
-    layout = column_layout(arrow_schema([schema[c] for c in key_cols]), value_schema)
+    A.check_unique(out_names, "latest_by_timestamp")
+    value_schema = A.arrow_schema([schema[c] for c in values])
+    layout = A.column_layout(A.arrow_schema([schema[c] for c in key_cols]), value_schema)
     out_schema = T.StructType(
         [
             *[schema[c] for c in key_cols],
@@ -185,10 +174,10 @@ def latest_by_timestamp(
     )
     valid = F.lit(True)
     for c in key_cols:
-        valid = valid & col(c).isNotNull()
+        valid = valid & A.col(c).isNotNull()
     prepared = updates.select(
-        *[col(c) for c in dict.fromkeys([*key_cols, time_col, *values])],
-        *([col(deletes)] if deletes else []),
+        *[A.col(c) for c in dict.fromkeys([*key_cols, time_col, *values])],
+        *([A.col(deletes)] if deletes else []),
         time_ms.alias(_TS),
     ).where(valid & F.col(_TS).isNotNull() & (F.col(_TS) >= 0))
     fn = _LatestPartition(
@@ -450,22 +439,22 @@ def versioned_table_join(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    on_cols = column_names(on, "on")
+    on_cols = A.column_names(on, "on")
     if not on_cols:
         raise ValueError("on must name at least one key column")
     if how not in ("inner", "left", "outer"):
         raise ValueError(f"how must be 'inner', 'left' or 'outer', got {how!r}")
     if lookup not in ("as_of", "latest"):
         raise ValueError(f"lookup must be 'as_of' or 'latest', got {lookup!r}")
-    check_store_name(store)
-    retention_ms = parse_duration_ms(history_retention, name="history_retention")
+    A.check_store_name(store)
+    retention_ms = A.parse_duration_ms(history_retention, name="history_retention")
     l_schema = {f.name: f for f in left_updates.schema.fields}
     r_schema = {f.name: f for f in right_updates.schema.fields}
-    require_columns(l_schema, [*on_cols, left_time], "left_updates")
-    require_columns(r_schema, [*on_cols, right_time], "right_updates")
-    l_ms, _ = epoch_ms(l_schema[left_time], "left_time")
-    r_ms, _ = epoch_ms(r_schema[right_time], "right_time")
-    n = partitions_of(left_updates, num_partitions)
+    A.require_columns(l_schema, [*on_cols, left_time], "left_updates")
+    A.require_columns(r_schema, [*on_cols, right_time], "right_updates")
+    l_ms, _ = A.epoch_ms(l_schema[left_time], "left_time")
+    r_ms, _ = A.epoch_ms(r_schema[right_time], "right_time")
+    n = A.num_partitions(left_updates, num_partitions)
 
     l_cols = [c for c in l_schema if c not in on_cols]
     r_cols = [c for c in r_schema if c not in on_cols]
@@ -473,29 +462,29 @@ def versioned_table_join(
     l_out = [f"left_{c}" if c in both else c for c in l_cols]
     r_out = [f"right_{c}" if c in both else c for c in r_cols]
     out_names = [*on_cols, *l_out, *r_out]
-    check_unique(out_names, "versioned_table_join")
+    A.check_unique(out_names, "versioned_table_join")
 
     l_struct = T.StructType([l_schema[c] for c in l_cols])
     r_struct = T.StructType([r_schema[c] for c in r_cols])
     keys = [f"__vs_k{i}" for i in range(len(on_cols))]
-    user_keys = arrow_schema([l_schema[c] for c in on_cols])
-    key_schema = arrow_schema([l_schema[c] for c in on_cols], keys)
+    user_keys = A.arrow_schema([l_schema[c] for c in on_cols])
+    key_schema = A.arrow_schema([l_schema[c] for c in on_cols], keys)
     value_schemas = (
-        arrow_schema([l_schema[c] for c in l_cols]),
-        arrow_schema([r_schema[c] for c in r_cols]),
+        A.arrow_schema([l_schema[c] for c in l_cols]),
+        A.arrow_schema([r_schema[c] for c in r_cols]),
     )
 
     def side(df: Any, schema: dict[str, Any], cols: list[str], t: Any, tag: int) -> Any:
         valid = F.lit(True)
         for c in on_cols:
-            valid = valid & col(c).isNotNull()
-        own = F.struct(*[col(c) for c in cols])
+            valid = valid & A.col(c).isNotNull()
+        own = F.struct(*[A.col(c) for c in cols])
         none_l, none_r = F.lit(None).cast(l_struct), F.lit(None).cast(r_struct)
         return df.select(
             *[
-                col(c).cast(l_schema[c].dataType).alias(k)
+                A.col(c).cast(l_schema[c].dataType).alias(k)
                 if schema[c].dataType != l_schema[c].dataType
-                else col(c).alias(k)
+                else A.col(c).alias(k)
                 for c, k in zip(on_cols, keys, strict=True)
             ],
             F.lit(tag).cast("byte").alias(_SIDE),
@@ -530,7 +519,7 @@ def versioned_table_join(
         value_schemas=value_schemas,
     )
     specs = {
-        name: StoreSpec(history_retention_ms=retention_ms, columns=column_layout(user_keys, values))
+        name: StoreSpec(retention_ms, columns=A.column_layout(user_keys, values))
         for name, values in zip(fn.stores, value_schemas, strict=True)
     }
     return map_partitions_with_stores(
