@@ -3,34 +3,56 @@
 //! Kafka's `VersionedStoreClient` lets one put algorithm serve live writes and changelog restore.
 //! Here that client is [`Txn`]: reads see the transaction's own pending writes first, segment
 //! creation and expiry update the live set as they happen, and `commit` turns everything —
-//! dropped segments, rows, latest values and the new observed stream time — into one atomic
-//! [`WriteSet`]. A single put, a whole batch and a restore batch are each one transaction, so
-//! there is no half-written two-location update to recover from (Kafka's KAFKA-14491 [16/N]).
+//! dropped segments, rows, row appends, latest values and the new observed stream time — into
+//! one atomic [`WriteSet`]. A single put, a whole batch and a restore batch are each one
+//! transaction, so there is no half-written two-location update to recover from (Kafka's
+//! KAFKA-14491 [16/N]).
+//!
+//! A pending key holds its replacement value, if any, and the row appends made since: appending
+//! to a row never reads it, and a row read inside the transaction applies the appends to a copy.
 
 use std::collections::HashMap;
 
-use crate::backend::{Backend, WriteSet};
+use crate::backend::{Backend, Visit, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, segment_of, storage_key};
 use crate::format::meta;
+use crate::format::segment_value::{Entry, encode_append, merge_appends};
 use crate::segments::Segments;
 
-/// Reads of storage keys, by the read algorithms.
+/// Reads of storage keys, by the read algorithms: `visit` gets the bytes, borrowed.
 pub(crate) trait ReadClient {
-    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
     fn location(&self) -> String;
 }
 
 impl ReadClient for dyn Backend + '_ {
-    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get(key)
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        self.get_with(key, visit)
     }
 
     fn location(&self) -> String {
         Backend::location(self)
     }
+}
+
+/// Reads `key` through `client` and maps the borrowed bytes with `f`.
+pub(crate) fn read_map<T>(
+    client: &(impl ReadClient + ?Sized),
+    key: &[u8],
+    f: impl FnOnce(Option<&[u8]>) -> Result<T>,
+) -> Result<T> {
+    let mut f = Some(f);
+    let mut out = None;
+    client.read_with(key, &mut |value| {
+        if let Some(f) = f.take() {
+            out = Some(f(value)?);
+        }
+        Ok(())
+    })?;
+    out.ok_or_else(|| crate::Error::corrupt(client.location(), "a read returned no value"))
 }
 
 /// The in-memory part of a store's state, derived from storage on open.
@@ -42,11 +64,27 @@ pub(crate) struct State {
     pub(crate) segments: Segments,
 }
 
+/// What a transaction replaces a key's stored value with.
+#[derive(Debug)]
+enum Base {
+    /// The stored value (nothing written yet).
+    Stored,
+    Put(Vec<u8>),
+    Deleted,
+}
+
+#[derive(Debug)]
+struct Pending {
+    base: Base,
+    /// Row appends on top of `base`, concatenated.
+    appends: Vec<u8>,
+}
+
 /// A write transaction: pending writes plus the state changes they imply.
 pub(crate) struct Txn<'s> {
     backend: &'s mut dyn Backend,
     pub(crate) state: &'s mut State,
-    pending: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    pending: HashMap<Vec<u8>, Pending, foldhash::fast::RandomState>,
     /// Segments dropped by this transaction: `[lowest dropped, lowest live)`.
     dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
@@ -59,11 +97,16 @@ impl<'s> Txn<'s> {
         Self {
             backend,
             state,
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             dropped: None,
             stream_time_changed: false,
             log: None,
         }
+    }
+
+    /// A read of `key` copied out (the put algorithm edits what it reads).
+    pub(crate) fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        read_map(self, key, |value| Ok(value.map(<[u8]>::to_vec)))
     }
 
     /// Stages a write (`None` deletes). A row in a history segment registers that segment.
@@ -71,7 +114,27 @@ impl<'s> Txn<'s> {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0 && value.is_some()) {
             self.state.segments.insert(segment);
         }
-        self.pending.insert(key, value);
+        let base = value.map_or(Base::Deleted, Base::Put);
+        self.pending.insert(
+            key,
+            Pending {
+                base,
+                appends: Vec::new(),
+            },
+        );
+    }
+
+    /// Stages a row append: `entry`, valid until `valid_to`, becomes the newest version of the
+    /// row under `key` (a new row when there is none), without reading it.
+    pub(crate) fn append(&mut self, key: Vec<u8>, entry: Entry<'_>, valid_to: i64) {
+        if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
+            self.state.segments.insert(segment);
+        }
+        let pending = self.pending.entry(key).or_insert(Pending {
+            base: Base::Stored,
+            appends: Vec::new(),
+        });
+        encode_append(entry, valid_to, &mut pending.appends);
     }
 
     /// Advances observed stream time and drops the segments it expires (Kafka: once per
@@ -100,22 +163,41 @@ impl<'s> Txn<'s> {
         }
     }
 
+    fn read_stored(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        if self.is_dropped(key) {
+            return visit(None);
+        }
+        self.backend.get_with(key, visit)
+    }
+
     /// Applies everything atomically and returns the accepted writes it logged. On error
     /// nothing was written; the caller reloads state.
     pub(crate) fn commit(self) -> Result<Option<Vec<ChangelogRecord>>> {
         let dropped = self.dropped;
-        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
-            .pending
-            .into_iter()
-            .filter(|(key, _)| match (dropped, segment_of(key)) {
-                (Some((from, to)), Some(segment)) => !(from..to).contains(&segment),
-                _ => true,
-            })
-            .collect();
+        let mut writes: Vec<(Vec<u8>, Write)> = Vec::with_capacity(self.pending.len() + 1);
+        for (key, pending) in self.pending {
+            if let (Some((from, to)), Some(segment)) = (dropped, segment_of(&key))
+                && (from..to).contains(&segment)
+            {
+                continue;
+            }
+            let appends = (!pending.appends.is_empty()).then_some(&pending.appends[..]);
+            let write = match (pending.base, appends) {
+                (Base::Stored, None) => continue,
+                (Base::Stored, Some(_)) => Write::Append(pending.appends),
+                (Base::Put(value), None) => Write::Put(value),
+                (Base::Put(value), Some(ops)) => {
+                    Write::Put(merge_appends(Some(&value), std::iter::once(ops)))
+                }
+                (Base::Deleted, None) => Write::Delete,
+                (Base::Deleted, Some(ops)) => Write::Put(merge_appends(None, std::iter::once(ops))),
+            };
+            writes.push((key, write));
+        }
         if self.stream_time_changed {
             writes.push((
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-                Some(meta::encode_stream_time(self.state.stream_time)),
+                Write::Put(meta::encode_stream_time(self.state.stream_time)),
             ));
         }
         if !writes.is_empty() || dropped.is_some() {
@@ -129,14 +211,26 @@ impl<'s> Txn<'s> {
 }
 
 impl ReadClient for Txn<'_> {
-    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(value) = self.pending.get(key) {
-            return Ok(value.clone());
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        let Some(pending) = self.pending.get(key) else {
+            return self.read_stored(key, visit);
+        };
+        let appends = std::iter::once(&pending.appends[..]);
+        match (&pending.base, pending.appends.is_empty()) {
+            (Base::Stored, true) => self.read_stored(key, visit),
+            (Base::Put(value), true) => visit(Some(value)),
+            (Base::Deleted, true) => visit(None),
+            (Base::Put(value), false) => visit(Some(&merge_appends(Some(value), appends))),
+            (Base::Deleted, false) => visit(Some(&merge_appends(None, appends))),
+            (Base::Stored, false) => {
+                let mut merged = Vec::new();
+                self.read_stored(key, &mut |base| {
+                    merged = merge_appends(base, appends.clone());
+                    Ok(())
+                })?;
+                visit(Some(&merged))
+            }
         }
-        if self.is_dropped(key) {
-            return Ok(None);
-        }
-        self.backend.get(key)
     }
 
     fn location(&self) -> String {

@@ -27,6 +27,6 @@ mod python;
 pub use backend::rocks::RocksOptions;
 pub use config::{StoreConfig, default_segment_interval_ms};
 pub use error::{Error, Result};
-pub use read::ResultOrder;
+pub use read::{AsOf, RecordColumns, ResultOrder};
 pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};
 pub use store::{MAX_VALUE_LEN, VersionedStore};

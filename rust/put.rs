@@ -17,7 +17,7 @@
 //! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
 use crate::changelog::ChangelogRecord;
-use crate::client::{ReadClient, Txn};
+use crate::client::Txn;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, storage_key};
 use crate::format::latest_value;
@@ -97,7 +97,7 @@ impl Txn<'_> {
                     timestamp: latest_ts,
                     value: Some(latest),
                 };
-                self.append_newest(config.segment_id(ts), key, previous, ts)?;
+                self.append(storage_key(config.segment_id(ts), key), previous, ts);
                 self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
                 return Ok(None);
             }
@@ -112,11 +112,14 @@ impl Txn<'_> {
             found = Some(latest_ts);
         }
 
-        // Step 2: rows newest first, down to the segment of `ts`.
+        // Step 2: rows newest first, down to the segment of `ts`. Versions older than a known
+        // one at `t` end at or before `t`, so their rows (and an implicit tombstone's) lie in
+        // `segment_id(t)` or below: the walk skips the segments in between.
         let target = config.segment_id(ts);
-        let segments: Vec<i64> = self.state.segments.newest_first_from(target).collect();
+        let mut upper = found.map_or(i64::MAX, |t| config.segment_id(t));
         let mut ended_at_ts_degenerate = false;
-        for segment in segments {
+        while let Some(segment) = self.state.segments.newest_at_most(upper, target) {
+            upper = segment - 1;
             let Some(bytes) = self.row(segment, key)? else {
                 continue;
             };
@@ -127,6 +130,7 @@ impl Txn<'_> {
             }
             if row.min_timestamp() > ts {
                 found = Some(row.min_timestamp());
+                upper = upper.min(config.segment_id(row.min_timestamp()));
                 continue;
             }
             // This row covers `ts`.
@@ -149,7 +153,7 @@ impl Txn<'_> {
                         "a version other than the oldest starts in an older segment",
                     ));
                 }
-                self.append_newest(target, key, covering, ts)?;
+                self.append(storage_key(target, key), covering, ts);
                 row.replace_entry(index, new);
             }
             self.write_row(segment, key, &row);
@@ -196,27 +200,6 @@ impl Txn<'_> {
                         "row covers a time no newer segment reached",
                     ));
                 }
-                self.write_row(segment, key, &row);
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends `entry`, valid until `valid_to`, as the newest version of the row in `segment`.
-    fn append_newest(
-        &mut self,
-        segment: i64,
-        key: &[u8],
-        entry: Entry<'_>,
-        valid_to: i64,
-    ) -> Result<()> {
-        match self.row(segment, key)? {
-            None => self.write_row(segment, key, &SegmentRow::single(entry, valid_to)),
-            Some(bytes) => {
-                let mut row = self.decode(&bytes, segment, key)?;
-                row.append_newest(entry, valid_to).map_err(|_| {
-                    self.invariant(segment, key, "row ends after the appended version")
-                })?;
                 self.write_row(segment, key, &row);
             }
         }

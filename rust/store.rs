@@ -15,14 +15,14 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
-use crate::backend::{Backend, WriteSet};
+use crate::backend::{Backend, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
 use crate::client::{State, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{META_SEGMENT, storage_key};
 use crate::format::meta;
-use crate::read::{self, ResultOrder};
+use crate::read::{self, AsOf, RecordColumns, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
 use crate::segments::Segments;
 
@@ -254,6 +254,29 @@ impl VersionedStore {
         read::as_of(self.backend.as_ref(), &self.state, key, as_of)
     }
 
+    /// [`VersionedStore::get`] (`AsOf::Latest`) or [`VersionedStore::get_as_of`] for every
+    /// key, as columns in row order. Keys are looked up in key order, each distinct key once,
+    /// with one batched read per round (RocksDB `MultiGet`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when per-row times are not one per key; storage errors;
+    /// [`Error::Corrupt`] for undecodable bytes.
+    pub fn get_batch(&self, keys: &[&[u8]], as_of: AsOf<'_>) -> Result<RecordColumns> {
+        if let AsOf::PerRow(times) = as_of
+            && times.len() != keys.len()
+        {
+            return Err(Error::invalid(
+                "as_of",
+                format!(
+                    "as_of has {} rows but keys has {}: they must have the same length",
+                    times.len(),
+                    keys.len()
+                ),
+            ));
+        }
+        read::batch(self.backend.as_ref(), &self.state, keys, as_of)
+    }
+
     /// Every value version whose validity interval meets `[from, to]` (missing bounds are
     /// unbounded), in `order`.
     ///
@@ -393,18 +416,18 @@ fn initial_metadata(config: StoreConfig) -> WriteSet {
         writes: vec![
             (
                 storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                Some(meta::encode_format_version()),
+                Write::Put(meta::encode_format_version()),
             ),
             (
                 storage_key(META_SEGMENT, meta::CONFIG_KEY),
-                Some(meta::encode_config(
+                Write::Put(meta::encode_config(
                     config.history_retention_ms(),
                     config.segment_interval_ms(),
                 )),
             ),
             (
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-                Some(meta::encode_stream_time(-1)),
+                Write::Put(meta::encode_stream_time(-1)),
             ),
         ],
     }

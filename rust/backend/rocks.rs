@@ -1,18 +1,28 @@
 //! The RocksDB backend: one RocksDB instance per store, all segments in its default column
 //! family, told apart by the 8-byte segment prefix (Kafka's layout since KAFKA-14491 [19/N]).
 //!
-//! Tuning follows the access pattern: point lookups of one row per (segment, key) dominate, so
-//! SST files carry whole-key bloom filters; rows are rewritten whole, so LZ4 keeps compression
-//! cheap. Segment expiry is a single range deletion over the dropped prefixes.
+//! Tuning follows the access pattern. Point lookups of one row per (segment, key) dominate, so
+//! SST files carry whole-key bloom filters and data blocks a hash index, and the memtable has a
+//! whole-key bloom filter too (a write's read of a key it has never seen costs a few hashes, not
+//! a skiplist walk). Batch reads are one sorted `MultiGet`; every read is pinned (no copy until
+//! the caller copies what it returns). History rows grow by merge operands (row appends,
+//! `docs/format.md`), which the merge operator applies at reads and compactions, so an in-order
+//! write never reads or rewrites a row. Rows are compressed with LZ4. Segment expiry deletes
+//! the dropped prefixes.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use rocksdb::{BlockBasedOptions, Cache, DB, DBCompressionType, Options, WriteBatch, WriteOptions};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType,
+    DEFAULT_COLUMN_FAMILY_NAME, DataBlockIndexType, MergeOperands, Options, WriteBatch,
+    WriteOptions,
+};
 
-use super::{Backend, WriteSet};
+use super::{Backend, Visit, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{segment_of, segment_prefix};
+use crate::format::segment_value::merge_appends;
 
 /// How a RocksDB store writes.
 #[derive(Debug, Clone, Copy)]
@@ -47,25 +57,63 @@ pub(crate) struct RocksBackend {
     write_options: WriteOptions,
 }
 
+/// The name RocksDB records for the merge operator; a store written with operands cannot be
+/// read without it.
+const MERGE_OPERATOR: &str = "verstore.row_append.v2";
+
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "RocksDB's merge callback signature; appends never fail (see merge_appends)"
+)]
+fn full_merge(_key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let operands: Vec<&[u8]> = operands.iter().collect();
+    Some(merge_appends(base, operands.iter().copied()))
+}
+
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "RocksDB's merge callback signature; appends never fail (see merge_appends)"
+)]
+fn partial_merge(_key: &[u8], _base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    // Operands are concatenations of appends, so a concatenation is an operand.
+    Some(operands.iter().flatten().copied().collect())
+}
+
+/// The RocksDB options of a store (also used by tests that open a store's files directly).
+pub(crate) fn db_options(block_cache_bytes: usize) -> Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_bloom_filter(10.0, false);
+    table.set_whole_key_filtering(true);
+    table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
+    // Index and filter blocks live beside the cache, not in it: a large SST's full filter
+    // block outgrows one LRU shard (cache / 64) and would be re-read from disk on every get
+    // (measured: 150 µs per get at 1M keys).
+    table.set_cache_index_and_filter_blocks(false);
+    table.set_block_cache(shared_block_cache(block_cache_bytes));
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.set_block_based_table_factory(&table);
+    options.set_compression_type(DBCompressionType::Lz4);
+    options.set_max_background_jobs(2);
+    options.set_write_buffer_size(64 << 20);
+    options.set_memtable_whole_key_filtering(true);
+    options.set_memtable_prefix_bloom_ratio(0.1);
+    options.set_merge_operator(MERGE_OPERATOR, full_merge, partial_merge);
+    options
+}
+
 impl RocksBackend {
     pub(crate) fn open(path: &Path, options: RocksOptions) -> Result<Self> {
-        let mut table = BlockBasedOptions::default();
-        table.set_bloom_filter(10.0, false);
-        table.set_whole_key_filtering(true);
-        // Index and filter blocks live beside the cache, not in it: a large SST's full filter
-        // block outgrows one LRU shard (cache / 64) and would be re-read from disk on every get
-        // (measured: 150 µs per get at 1M keys).
-        table.set_cache_index_and_filter_blocks(false);
-        table.set_block_cache(shared_block_cache(options.block_cache_bytes));
-        let mut db_options = Options::default();
-        db_options.create_if_missing(true);
-        db_options.set_block_based_table_factory(&table);
-        db_options.set_compression_type(DBCompressionType::Lz4);
-        db_options.set_max_background_jobs(2);
-        db_options.set_write_buffer_size(64 << 20);
-        let db = DB::open(&db_options, path).map_err(|source| Error::Storage {
-            path: path.to_owned(),
-            source,
+        let db_options = db_options(options.block_cache_bytes);
+        // Opened by descriptor so that the default column family has a handle (`MultiGet`
+        // takes one); its options are the store's.
+        let default_cf =
+            ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, db_options.clone());
+        let db = DB::open_cf_descriptors(&db_options, path, [default_cf]).map_err(|source| {
+            Error::Storage {
+                path: path.to_owned(),
+                source,
+            }
         })?;
         let mut write_options = WriteOptions::default();
         write_options.disable_wal(!options.wal);
@@ -112,8 +160,22 @@ impl RocksBackend {
 }
 
 impl Backend for RocksBackend {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.get(key).map_err(|e| self.storage_error(e))
+    fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        let value = self.db.get_pinned(key).map_err(|e| self.storage_error(e))?;
+        visit(value.as_deref())
+    }
+
+    fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
+        let cf = self.db.cf_handle(DEFAULT_COLUMN_FAMILY_NAME);
+        let Some(cf) = cf else {
+            return Err(Error::corrupt(self.location(), "no default column family"));
+        };
+        let values = self.db.batched_multi_get_cf(cf, keys.iter().copied(), true);
+        for (i, value) in values.into_iter().enumerate() {
+            let value = value.map_err(|e| self.storage_error(e))?;
+            visit(i, value.as_deref())?;
+        }
+        Ok(())
     }
 
     fn history_segments(&self) -> Result<Vec<i64>> {
@@ -140,10 +202,11 @@ impl Backend for RocksBackend {
         if let Some((from, to)) = batch.drop_segments {
             self.drop_segments(&mut rocks_batch, from, to)?;
         }
-        for (key, value) in &batch.writes {
-            match value {
-                Some(value) => rocks_batch.put(key, value),
-                None => rocks_batch.delete(key),
+        for (key, write) in &batch.writes {
+            match write {
+                Write::Put(value) => rocks_batch.put(key, value),
+                Write::Delete => rocks_batch.delete(key),
+                Write::Append(operands) => rocks_batch.merge(key, operands),
             }
         }
         self.db

@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 
 /// The on-disk format this build writes and reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 pub(crate) const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 pub(crate) const CONFIG_KEY: &[u8] = b"config";

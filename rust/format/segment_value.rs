@@ -225,7 +225,8 @@ impl<'a> SegmentRow<'a> {
         // Walk the index: (timestamp, size) pairs until the oldest entry.
         let mut index: Vec<(i64, i32)> = Vec::new();
         let mut offset = HEADER_LEN;
-        let mut previous = i64::MAX;
+        // `None` before the first entry: a newest version may start at `i64::MAX`.
+        let mut previous: Option<i64> = None;
         loop {
             let (Some(timestamp), Some(size)) = (
                 super::read_i64(bytes, offset),
@@ -236,14 +237,17 @@ impl<'a> SegmentRow<'a> {
                     index.len()
                 )));
             };
-            if timestamp >= previous || timestamp < min_timestamp || size < TOMBSTONE_SIZE {
+            if previous.is_some_and(|p| timestamp >= p)
+                || timestamp < min_timestamp
+                || size < TOMBSTONE_SIZE
+            {
                 return Err(corrupt(format!(
                     "index entry {} has timestamp {timestamp} and size {size}",
                     index.len()
                 )));
             }
             index.push((timestamp, size));
-            previous = timestamp;
+            previous = Some(timestamp);
             offset += INDEX_ENTRY_LEN;
             if timestamp == min_timestamp {
                 break;
@@ -292,6 +296,251 @@ impl<'a> SegmentRow<'a> {
         }
         Ok(row)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Appends
+// ---------------------------------------------------------------------------------------------
+
+const APPEND_HEADER_LEN: usize = 20;
+/// The first 8 bytes of a row that merged inconsistently: `next_timestamp = -1`, which no row
+/// decodes with.
+const POISON: [u8; 8] = [0xFF; 8];
+
+/// Encodes an append of `entry`, valid until `valid_to`, onto `out` (operands concatenate).
+pub(crate) fn encode_append(entry: Entry<'_>, valid_to: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&entry.timestamp.to_be_bytes());
+    out.extend_from_slice(&valid_to.to_be_bytes());
+    match entry.value {
+        Some(v) => {
+            // Values are bounded by `MAX_VALUE_LEN`, checked at the API boundary.
+            out.extend_from_slice(&i32::try_from(v.len()).unwrap_or(i32::MAX).to_be_bytes());
+            out.extend_from_slice(v);
+        }
+        None => out.extend_from_slice(&TOMBSTONE_SIZE.to_be_bytes()),
+    }
+}
+
+/// Splits the first append off `bytes`: `(entry, valid_to, rest)`.
+fn decode_append(bytes: &[u8]) -> Option<(Entry<'_>, i64, &[u8])> {
+    let timestamp = super::read_i64(bytes, 0)?;
+    let valid_to = super::read_i64(bytes, 8)?;
+    let size = super::read_i32(bytes, 16)?;
+    let (value, end) = match usize::try_from(size) {
+        Ok(len) => {
+            let end = APPEND_HEADER_LEN.checked_add(len)?;
+            (Some(bytes.get(APPEND_HEADER_LEN..end)?), end)
+        }
+        Err(_) if size == TOMBSTONE_SIZE => (None, APPEND_HEADER_LEN),
+        Err(_) => return None,
+    };
+    Some((Entry { timestamp, value }, valid_to, bytes.get(end..)?))
+}
+
+/// The row that results from applying `operands` (each a concatenation of appends), in order,
+/// to `base` (`None`: no row). Each append is [`SegmentRow::append_newest`]. Never fails: when
+/// `base` does not decode or an append does not fit, the result is the inputs behind a poisoned
+/// header, which every later read reports as corrupt (RocksDB's merges and compactions must not
+/// fail, or the whole store would stop).
+pub(crate) fn merge_appends<'o>(
+    base: Option<&[u8]>,
+    operands: impl Iterator<Item = &'o [u8]> + Clone,
+) -> Vec<u8> {
+    apply_appends(base, operands.clone()).unwrap_or_else(|| {
+        let mut out = POISON.to_vec();
+        out.extend_from_slice(base.unwrap_or_default());
+        for operand in operands {
+            out.extend_from_slice(operand);
+        }
+        out
+    })
+}
+
+fn apply_appends<'o>(
+    base: Option<&[u8]>,
+    operands: impl Iterator<Item = &'o [u8]>,
+) -> Option<Vec<u8>> {
+    let row = match base {
+        Some(bytes) => Some(SegmentRow::decode(bytes, &String::new).ok()?),
+        None => None,
+    };
+    let mut next = row.as_ref().map(SegmentRow::next_timestamp);
+    let mut degenerate = row.as_ref().is_some_and(SegmentRow::is_degenerate);
+    let mut keep_base = true;
+    // Appended versions, oldest first: each is newer than everything before it.
+    let mut appended: Vec<Entry<'_>> = Vec::new();
+    for operand in operands {
+        let mut rest = operand;
+        while !rest.is_empty() {
+            let (entry, valid_to, tail) = decode_append(rest)?;
+            if entry.timestamp >= valid_to {
+                return None;
+            }
+            if let Some(end) = next {
+                if end > entry.timestamp {
+                    return None;
+                }
+                if degenerate {
+                    keep_base &= end != entry.timestamp;
+                } else if end < entry.timestamp {
+                    appended.push(Entry {
+                        timestamp: end,
+                        value: None,
+                    });
+                }
+            }
+            appended.push(entry);
+            next = Some(valid_to);
+            degenerate = false;
+            rest = tail;
+        }
+    }
+    let next_timestamp = next?;
+    let mut entries: Vec<Entry<'_>> = appended.into_iter().rev().collect();
+    if let Some(row) = row.filter(|_| keep_base) {
+        entries.extend_from_slice(row.entries());
+    }
+    Some(
+        SegmentRow {
+            next_timestamp,
+            entries,
+        }
+        .encode(),
+    )
+}
+
+/// What a row says about one time `t`, found by [`lookup`] without decoding the whole row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup<'a> {
+    /// A version of the row is valid at `t` (`value: None` is an explicit tombstone).
+    Found {
+        /// Its valid-from.
+        timestamp: i64,
+        /// Its valid-to.
+        valid_to: i64,
+        /// Its value.
+        value: Option<&'a [u8]>,
+    },
+    /// The row ends at or before `t`: the version valid at `t` starts at `next_timestamp`; it is
+    /// a tombstone when nothing newer was found.
+    After,
+    /// The row starts after `t` at `min_timestamp`: an older row may hold `t`.
+    Before {
+        /// Valid-from of the row's oldest version.
+        min_timestamp: i64,
+    },
+}
+
+/// Reads the version valid at `t` straight from the encoded row. The 16-byte header decides
+/// `After` and `Before`; `Found` walks the index once, without allocating, validating the whole
+/// row as [`SegmentRow::decode`] does (the value offsets come from the row's end: the newest
+/// value ends the row).
+pub(crate) fn lookup<'a>(
+    bytes: &'a [u8],
+    t: i64,
+    location: &dyn Fn() -> String,
+) -> Result<Lookup<'a>> {
+    let corrupt = |detail: String| Error::corrupt(location(), detail);
+    let (Some(next_timestamp), Some(min_timestamp)) =
+        (super::read_i64(bytes, 0), super::read_i64(bytes, 8))
+    else {
+        return Err(corrupt(format!(
+            "row of {} bytes is shorter than its 16-byte header",
+            bytes.len()
+        )));
+    };
+    if min_timestamp < 0 || next_timestamp < min_timestamp {
+        return Err(corrupt(format!(
+            "header has min_timestamp {min_timestamp} and next_timestamp {next_timestamp}"
+        )));
+    }
+    if next_timestamp <= t {
+        return Ok(Lookup::After);
+    }
+    if min_timestamp > t {
+        return Ok(Lookup::Before { min_timestamp });
+    }
+    // One pass over the index: the first entry at or before `t` is the answer; the sizes of the
+    // entries before it place its value; the total checks the row.
+    let mut offset = HEADER_LEN;
+    let mut previous: Option<i64> = None;
+    let mut values_len: usize = 0;
+    let mut found: Option<(i64, i64, i32, usize)> = None;
+    let mut newest: Option<(i64, i32)> = None;
+    let mut count = 0usize;
+    loop {
+        let (Some(timestamp), Some(size)) = (
+            super::read_i64(bytes, offset),
+            super::read_i32(bytes, offset + 8),
+        ) else {
+            return Err(corrupt(format!(
+                "index entry {count} at offset {offset} is truncated"
+            )));
+        };
+        if previous.is_some_and(|p| timestamp >= p)
+            || timestamp < min_timestamp
+            || size < TOMBSTONE_SIZE
+        {
+            return Err(corrupt(format!(
+                "index entry {count} has timestamp {timestamp} and size {size}"
+            )));
+        }
+        newest.get_or_insert((timestamp, size));
+        if found.is_none() && timestamp <= t {
+            found = Some((
+                timestamp,
+                previous.unwrap_or(next_timestamp),
+                size,
+                values_len,
+            ));
+        }
+        values_len = values_len
+            .checked_add(usize::try_from(size).unwrap_or(0))
+            .ok_or_else(|| corrupt("value sizes overflow".to_owned()))?;
+        previous = Some(timestamp);
+        offset += INDEX_ENTRY_LEN;
+        count += 1;
+        if timestamp == min_timestamp {
+            break;
+        }
+    }
+    if offset.checked_add(values_len) != Some(bytes.len()) {
+        return Err(corrupt(format!(
+            "index of {count} entries and {values_len} value bytes do not fill a row of {} bytes",
+            bytes.len()
+        )));
+    }
+    let degenerate = count == 1 && newest == Some((next_timestamp, TOMBSTONE_SIZE));
+    if !(newest.is_some_and(|(timestamp, _)| timestamp < next_timestamp) || degenerate) {
+        return Err(corrupt(format!(
+            "newest version is not older than next_timestamp {next_timestamp}"
+        )));
+    }
+    let Some((timestamp, valid_to, size, newer_values)) = found else {
+        return Err(corrupt(format!(
+            "no index entry reaches min_timestamp {min_timestamp}"
+        )));
+    };
+    let value = match usize::try_from(size) {
+        Ok(len) => {
+            let end = bytes.len() - newer_values;
+            let start = end
+                .checked_sub(len)
+                .filter(|&start| start >= offset)
+                .ok_or_else(|| {
+                    corrupt(format!(
+                        "value of the version at {timestamp} is out of the row"
+                    ))
+                })?;
+            Some(bytes.get(start..end).unwrap_or_default())
+        }
+        Err(_) => None,
+    };
+    Ok(Lookup::Found {
+        timestamp,
+        valid_to,
+        value,
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod args;
 mod arrow;
 mod columns;
 mod errors;

@@ -5,13 +5,17 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyInt, PyList};
 
+use super::args::{key_bytes, optional_time, time, value_bytes};
 use super::arrow::{self, BinaryColumn};
-use super::errors::{to_py, type_error};
+use super::errors::to_py;
 use super::record::PyVersionedRecord;
 use crate::changelog::{self, ChangelogHeader};
-use crate::{Error, ResultOrder, RocksOptions, StoreConfig, VersionedRecord, VersionedStore};
+use crate::{
+    AsOf, Error, RecordColumns, ResultOrder, RocksOptions, StoreConfig, VersionedRecord,
+    VersionedStore,
+};
 
 /// A versioned key-value store.
 #[pyclass(name = "VersionedStore", module = "verstore._core", frozen)]
@@ -74,21 +78,6 @@ fn attempt_bytes(id: &[u8], argument: &str) -> PyResult<[u8; 16]> {
     })
 }
 
-fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {
-    key.extract::<PyBackedBytes>()
-        .map_err(|_| type_error("key", "bytes", key))
-}
-
-pub(crate) fn value_bytes(value: &Bound<'_, PyAny>) -> PyResult<Option<PyBackedBytes>> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    value
-        .extract::<PyBackedBytes>()
-        .map(Some)
-        .map_err(|_| type_error("value", "bytes or None", value))
-}
-
 fn record(py: Python<'_>, record: Option<VersionedRecord>) -> Option<PyVersionedRecord> {
     record.map(|r| PyVersionedRecord::from_core(py, &r))
 }
@@ -143,10 +132,10 @@ impl PyVersionedStore {
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        timestamp: i64,
+        timestamp: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
-        let key = key_bytes(key)?;
-        let value = value_bytes(value)?;
+        let (key, value) = (key_bytes(key)?, value_bytes(value)?);
+        let timestamp = time(timestamp, "timestamp")?;
         self.with(py, |s| s.put(&key, value.as_deref(), timestamp))
             .map(crate::PutOutcome::code)
     }
@@ -156,9 +145,9 @@ impl PyVersionedStore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        as_of: Option<i64>,
+        as_of: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyVersionedRecord>> {
-        let key = key_bytes(key)?;
+        let (key, as_of) = (key_bytes(key)?, optional_time(as_of, "as_of")?);
         let found = self.with(py, |s| match as_of {
             None => s.get(&key),
             Some(t) => s.get_as_of(&key, t),
@@ -170,9 +159,9 @@ impl PyVersionedStore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        timestamp: i64,
+        timestamp: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyVersionedRecord>> {
-        let key = key_bytes(key)?;
+        let (key, timestamp) = (key_bytes(key)?, time(timestamp, "timestamp")?);
         Ok(record(py, self.with(py, |s| s.delete(&key, timestamp))?))
     }
 
@@ -181,11 +170,13 @@ impl PyVersionedStore {
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
-        from_time: Option<i64>,
-        to_time: Option<i64>,
+        from_time: Option<&Bound<'py, PyAny>>,
+        to_time: Option<&Bound<'py, PyAny>>,
         ascending: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let key = key_bytes(key)?;
+        let from_time = optional_time(from_time, "from_time")?;
+        let to_time = optional_time(to_time, "to_time")?;
         let order = if ascending {
             ResultOrder::Ascending
         } else {
@@ -211,13 +202,11 @@ impl PyVersionedStore {
         arrow::check_same_length("values", values.len(), keys.len())?;
         arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
         let codes = self.detached(py, |s| {
-            let rows = (0..keys.len()).map(|i| {
-                (
-                    keys.get(i).unwrap_or_default(),
-                    values.get(i),
-                    timestamps.value(i),
-                )
-            });
+            let keys = keys.slices();
+            let rows = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &key)| (key, values.get(i), timestamps.value(i)));
             Ok(s.put_batch(rows)?
                 .into_iter()
                 .map(crate::PutOutcome::code)
@@ -234,32 +223,24 @@ impl PyVersionedStore {
         as_of: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let keys = keys_and_len(keys)?;
-        let as_of = match as_of {
-            None => AsOf::Latest,
-            Some(obj) if obj.is_none() => AsOf::Latest,
-            Some(obj) => {
-                if let Ok(t) = obj.extract::<i64>() {
-                    AsOf::Scalar(t)
-                } else {
-                    let times = arrow::timestamp_column(obj, "as_of")?;
-                    arrow::check_same_length("as_of", times.len(), keys.len())?;
-                    AsOf::PerRow(times)
-                }
+        let times = match as_of {
+            Some(obj) if obj.is_instance_of::<PyInt>() => Times::At(time(obj, "as_of")?),
+            Some(obj) if !obj.is_none() => {
+                let times = arrow::timestamp_column(obj, "as_of")?;
+                arrow::check_same_length("as_of", times.len(), keys.len())?;
+                Times::PerRow(times)
             }
+            _ => Times::Latest,
         };
         let found = self.detached(py, |s| {
-            (0..keys.len())
-                .map(|i| {
-                    let key = keys.get(i).unwrap_or_default();
-                    match &as_of {
-                        AsOf::Latest => s.get(key),
-                        AsOf::Scalar(t) => s.get_as_of(key, *t),
-                        AsOf::PerRow(times) => s.get_as_of(key, times.value(i)),
-                    }
-                })
-                .collect::<crate::Result<Vec<_>>>()
+            let as_of = match &times {
+                Times::Latest => AsOf::Latest,
+                Times::At(t) => AsOf::At(*t),
+                Times::PerRow(times) => AsOf::PerRow(times.values()),
+            };
+            s.get_batch(&keys.slices(), as_of)
         })?;
-        arrow::records_to_pyarrow(py, &found)
+        arrow::records_to_pyarrow(py, found)
     }
 
     fn delete_batch<'py>(
@@ -272,11 +253,17 @@ impl PyVersionedStore {
         let timestamps = arrow::timestamp_column(timestamps, "timestamps")?;
         arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
         let found = self.detached(py, |s| {
-            s.delete_batch(
-                (0..keys.len()).map(|i| (keys.get(i).unwrap_or_default(), timestamps.value(i))),
-            )
+            let keys = keys.slices();
+            let deleted = s.delete_batch(
+                keys.iter()
+                    .copied()
+                    .zip(timestamps.values().iter().copied()),
+            )?;
+            let mut columns = RecordColumns::default();
+            deleted.iter().for_each(|r| columns.push(r.as_ref()));
+            Ok(columns)
         })?;
-        arrow::records_to_pyarrow(py, &found)
+        arrow::records_to_pyarrow(py, found)
     }
 
     #[getter]
@@ -393,8 +380,8 @@ impl PyVersionedStore {
     }
 }
 
-enum AsOf {
+enum Times {
     Latest,
-    Scalar(i64),
+    At(i64),
     PerRow(arrow_array::Int64Array),
 }

@@ -2479,7 +2479,7 @@ fn mangle_raw(
     key: &[u8],
     mangle: impl Fn(&[u8]) -> Vec<u8>,
 ) -> usize {
-    let db = rocksdb::DB::open_default(dir).expect("raw open");
+    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(8 << 20), dir).expect("raw open");
     let targets: Vec<_> = db
         .iterator(rocksdb::IteratorMode::Start)
         .map(|item| item.expect("iterate"))
@@ -2554,7 +2554,7 @@ fn corrupted_row_is_reported_with_its_segment_and_other_keys_still_read() {
 
     // a write that needs the corrupt row fails and changes nothing
     let err = store
-        .put(b"bad", Some(b"v4"), SI + 30)
+        .put(b"bad", Some(b"v2b"), SI + 15)
         .expect_err("corrupt row");
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("segment 1"), "{err}");
@@ -2563,6 +2563,21 @@ fn corrupted_row_is_reported_with_its_segment_and_other_keys_still_read() {
         store.get(b"bad").expect("get"),
         Some(record("v3", SI + 20, U))
     );
+    // an in-order write appends to the row without reading it: it succeeds, and the row stays
+    // reported as corrupt (the merge keeps the bad bytes behind a poisoned header)
+    assert_eq!(
+        store.put(b"bad", Some(b"v4"), SI + 25).expect("put").code(),
+        U
+    );
+    assert_eq!(
+        store.get(b"bad").expect("get"),
+        Some(record("v4", SI + 25, U))
+    );
+    let err = store.get_as_of(b"bad", SI + 22).expect_err("corrupt row");
+    assert!(err.to_string().contains("segment 1"), "{err}");
+    store.flush().expect("flush survives the poisoned merge");
+    let err = store.get_as_of(b"bad", 50).expect_err("corrupt row");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     // other keys can still be written
     assert_eq!(
         store
