@@ -17,9 +17,10 @@ use crate::backend::{Backend, Visit, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
 use crate::config::StoreConfig;
 use crate::error::Result;
-use crate::format::key::{META_SEGMENT, segment_of, storage_key};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, segment_of, storage_key};
 use crate::format::meta;
 use crate::format::segment_value::{Entry, encode_append, merge_appends};
+use crate::latest::LatestCache;
 use crate::segments::Segments;
 
 /// Reads of storage keys, by the read algorithms: `visit` gets the bytes, borrowed.
@@ -35,6 +36,36 @@ impl ReadClient for dyn Backend + '_ {
 
     fn location(&self) -> String {
         Backend::location(self)
+    }
+}
+
+fn is_latest_key(key: &[u8]) -> bool {
+    segment_of(key) == Some(LATEST_SEGMENT)
+}
+
+/// Committed state: the backend, with latest-value entries through the cache when there is one.
+#[derive(Clone, Copy)]
+pub(crate) struct Reader<'a> {
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) cache: Option<&'a LatestCache>,
+}
+
+impl ReadClient for Reader<'_> {
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        let Some(cache) = self.cache.filter(|_| is_latest_key(key)) else {
+            return self.backend.get_with(key, visit);
+        };
+        if let Some(result) = cache.with(key, |entry| visit(entry)) {
+            return result;
+        }
+        self.backend.get_with(key, &mut |entry| {
+            cache.insert(key.to_vec(), entry.map(<[u8]>::to_vec));
+            visit(entry)
+        })
+    }
+
+    fn location(&self) -> String {
+        self.backend.location()
     }
 }
 
@@ -83,6 +114,7 @@ struct Pending {
 /// A write transaction: pending writes plus the state changes they imply.
 pub(crate) struct Txn<'s> {
     backend: &'s mut dyn Backend,
+    cache: Option<&'s LatestCache>,
     pub(crate) state: &'s mut State,
     pending: HashMap<Vec<u8>, Pending, foldhash::fast::RandomState>,
     /// Segments dropped by this transaction: `[lowest dropped, lowest live)`.
@@ -93,15 +125,25 @@ pub(crate) struct Txn<'s> {
 }
 
 impl<'s> Txn<'s> {
-    pub(crate) fn begin(backend: &'s mut dyn Backend, state: &'s mut State) -> Self {
+    pub(crate) fn begin(
+        backend: &'s mut dyn Backend,
+        cache: Option<&'s LatestCache>,
+        state: &'s mut State,
+    ) -> Self {
         Self {
             backend,
+            cache,
             state,
             pending: HashMap::default(),
             dropped: None,
             stream_time_changed: false,
             log: None,
         }
+    }
+
+    /// Makes room for the writes of `rows` puts (about two keys each).
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.pending.reserve(rows.saturating_mul(2));
     }
 
     /// A read of `key` copied out (the put algorithm edits what it reads).
@@ -127,14 +169,27 @@ impl<'s> Txn<'s> {
     /// Stages a row append: `entry`, valid until `valid_to`, becomes the newest version of the
     /// row under `key` (a new row when there is none), without reading it.
     pub(crate) fn append(&mut self, key: Vec<u8>, entry: Entry<'_>, valid_to: i64) {
+        let mut operand = Vec::new();
+        encode_append(entry, valid_to, &mut operand);
+        self.append_encoded(key, operand);
+    }
+
+    /// [`Txn::append`] of an operand made by `encode_append`.
+    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
             self.state.segments.insert(segment);
         }
-        let pending = self.pending.entry(key).or_insert(Pending {
-            base: Base::Stored,
-            appends: Vec::new(),
-        });
-        encode_append(entry, valid_to, &mut pending.appends);
+        match self.pending.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                slot.get_mut().appends.extend_from_slice(&operand);
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(Pending {
+                    base: Base::Stored,
+                    appends: operand,
+                });
+            }
+        }
     }
 
     /// Advances observed stream time and drops the segments it expires (Kafka: once per
@@ -167,7 +222,11 @@ impl<'s> Txn<'s> {
         if self.is_dropped(key) {
             return visit(None);
         }
-        self.backend.get_with(key, visit)
+        Reader {
+            backend: &*self.backend,
+            cache: self.cache,
+        }
+        .read_with(key, visit)
     }
 
     /// Applies everything atomically and returns the accepted writes it logged. On error
@@ -200,14 +259,54 @@ impl<'s> Txn<'s> {
                 Write::Put(meta::encode_stream_time(self.state.stream_time)),
             ));
         }
+        // RocksDB inserts a batch into its memtable skiplist in order, and an insert next to the
+        // previous one reuses its search path: sorted, a batch inserts several times faster.
+        let mut order: Vec<((u64, u64), usize)> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| (sort_prefix(key), i))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| writes[a.1].0.cmp(&writes[b.1].0))
+        });
+        let mut slots: Vec<Option<(Vec<u8>, Write)>> = writes.into_iter().map(Some).collect();
+        let writes: Vec<(Vec<u8>, Write)> = order
+            .iter()
+            .filter_map(|&(_, i)| slots.get_mut(i).and_then(Option::take))
+            .collect();
         if !writes.is_empty() || dropped.is_some() {
-            self.backend.write(WriteSet {
+            let mut batch = WriteSet {
                 drop_segments: dropped,
                 writes,
-            })?;
+            };
+            self.backend.write(&mut batch)?;
+            if let Some(cache) = self.cache {
+                for (key, write) in batch.writes {
+                    match write {
+                        _ if !is_latest_key(&key) => {}
+                        Write::Put(entry) => cache.insert(key, Some(entry)),
+                        Write::Delete => cache.insert(key, None),
+                        Write::Append(_) => {}
+                    }
+                }
+            }
         }
         Ok(self.log)
     }
+}
+
+/// The first 16 bytes of a storage key as an integer pair that orders like the bytes: most
+/// comparisons in a sort of storage keys end there.
+fn sort_prefix(key: &[u8]) -> (u64, u64) {
+    let word = |offset: usize| {
+        let mut chunk = [0u8; 8];
+        let bytes = key.get(offset..).unwrap_or_default();
+        let n = bytes.len().min(8);
+        chunk[..n].copy_from_slice(&bytes[..n]);
+        u64::from_be_bytes(chunk)
+    };
+    (word(0), word(8))
 }
 
 impl ReadClient for Txn<'_> {

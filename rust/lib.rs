@@ -15,6 +15,7 @@ mod config;
 mod error;
 mod format;
 pub mod history;
+mod latest;
 mod put;
 mod read;
 mod record;

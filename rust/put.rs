@@ -17,11 +17,11 @@
 //! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
 use crate::changelog::ChangelogRecord;
-use crate::client::Txn;
+use crate::client::{Txn, read_map};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, storage_key};
 use crate::format::latest_value;
-use crate::format::segment_value::{Entry, SegmentRow};
+use crate::format::segment_value::{Entry, SegmentRow, encode_append};
 use crate::read::{self, row_location};
 use crate::record::{PutOutcome, VersionedRecord};
 
@@ -88,16 +88,28 @@ impl Txn<'_> {
             value,
         };
 
-        // Step 1: the latest-value store.
+        // Step 1: the latest-value store. A newer version moves the latest value into the row
+        // of its new valid-to's segment as a row append (encoded straight from the read bytes).
         let mut found: Option<i64> = None;
-        if let Some(bytes) = self.read(&latest_key)? {
-            let (latest_ts, latest) = latest_value::decode(&bytes)?;
-            if ts > latest_ts {
+        let latest = read_map(&*self, &latest_key, |bytes| {
+            let Some(bytes) = bytes else {
+                return Ok(None);
+            };
+            let (latest_ts, latest) = latest_value::decode(bytes)?;
+            let moved = (ts > latest_ts).then(|| {
+                let mut operand = Vec::with_capacity(24 + latest.len());
                 let previous = Entry {
                     timestamp: latest_ts,
                     value: Some(latest),
                 };
-                self.append(storage_key(config.segment_id(ts), key), previous, ts);
+                encode_append(previous, ts, &mut operand);
+                operand
+            });
+            Ok(Some((latest_ts, moved)))
+        })?;
+        if let Some((latest_ts, moved)) = latest {
+            if let Some(operand) = moved {
+                self.append_encoded(storage_key(config.segment_id(ts), key), operand);
                 self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
                 return Ok(None);
             }

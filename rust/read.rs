@@ -18,8 +18,7 @@
 //! in a later segment, since rows are placed by valid-to), stopping at the first row that ends at
 //! or before `from`.
 
-use crate::backend::Backend;
-use crate::client::{ReadClient, State, read_map};
+use crate::client::{ReadClient, Reader, State, read_map};
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, segment_prefix, storage_key};
 use crate::format::latest_value;
@@ -311,11 +310,12 @@ impl KeyBuffer {
 
 /// [`latest`] or [`as_of`] for every key of a batch, in row order.
 pub(crate) fn batch(
-    backend: &dyn Backend,
+    reader: Reader<'_>,
     state: &State,
     keys: &[&[u8]],
     times: AsOf<'_>,
 ) -> Result<RecordColumns> {
+    let backend = reader.backend;
     let n = keys.len();
     // Distinct keys in key order; `rows[first[u]..first[u + 1]]` are the rows of key `u`.
     let mut rows: Vec<usize> = (0..n).collect();
@@ -333,11 +333,7 @@ pub(crate) fn batch(
     let mut answers = vec![Answer::Absent; n];
     let mut arena: Vec<u8> = Vec::new();
     let mut probes: Vec<(usize, usize, Probe)> = Vec::new();
-    let mut latest_keys = KeyBuffer::default();
-    for key in &unique {
-        latest_keys.push(LATEST_SEGMENT, key);
-    }
-    backend.multi_get(&latest_keys.slices(), &mut |u, bytes| {
+    let mut on_latest = |u: usize, bytes: Option<&[u8]>| -> Result<()> {
         let latest = bytes.map(latest_value::decode).transpose()?;
         let mut copied: Option<(usize, usize)> = None;
         for &row in &rows[first[u]..first[u + 1]] {
@@ -364,6 +360,29 @@ pub(crate) fn batch(
             }
         }
         Ok(())
+    };
+    // Latest-value entries: the cache first, then one MultiGet of the rest.
+    let mut latest_keys = KeyBuffer::default();
+    for key in &unique {
+        latest_keys.push(LATEST_SEGMENT, key);
+    }
+    let latest_keys = latest_keys.slices();
+    let mut misses: Vec<usize> = Vec::new();
+    for (u, key) in latest_keys.iter().enumerate() {
+        match reader
+            .cache
+            .and_then(|c| c.with(key, |entry| on_latest(u, entry)))
+        {
+            Some(result) => result?,
+            None => misses.push(u),
+        }
+    }
+    let missed: Vec<&[u8]> = misses.iter().map(|&u| latest_keys[u]).collect();
+    backend.multi_get(&missed, &mut |i, bytes| {
+        if let Some(cache) = reader.cache {
+            cache.insert(missed[i].to_vec(), bytes.map(<[u8]>::to_vec));
+        }
+        on_latest(misses[i], bytes)
     })?;
 
     // Rounds of row lookups: each probe asks for its next segment; equal (segment, key) pairs

@@ -17,11 +17,12 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
-use crate::client::{State, Txn};
+use crate::client::{Reader, State, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{META_SEGMENT, storage_key};
 use crate::format::meta;
+use crate::latest::LatestCache;
 use crate::read::{self, AsOf, RecordColumns, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
 use crate::segments::Segments;
@@ -34,6 +35,8 @@ const LOCK_FILE: &str = "verstore.lock";
 /// A versioned key-value store.
 pub struct VersionedStore {
     backend: Box<dyn Backend>,
+    /// Latest-value entries, for persistent stores (see [`crate::latest`]).
+    cache: Option<LatestCache>,
     state: State,
     path: Option<PathBuf>,
     /// Accepted writes since the last `take_changes`, when recording (checkpointed stores).
@@ -97,6 +100,7 @@ impl VersionedStore {
         let backend = RocksBackend::open(path, options)?;
         let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
         store.lock = Some(lock);
+        store.cache = Some(LatestCache::new(options.latest_cache_bytes));
         Ok(store)
     }
 
@@ -105,9 +109,10 @@ impl VersionedStore {
     pub fn in_memory(config: StoreConfig) -> Self {
         let mut backend = MemoryBackend::default();
         // A fresh map cannot fail to initialise.
-        let _ = backend.write(initial_metadata(config));
+        let _ = backend.write(&mut initial_metadata(config));
         Self {
             backend: Box::new(backend),
+            cache: None,
             state: State {
                 config,
                 stream_time: -1,
@@ -145,7 +150,7 @@ impl VersionedStore {
                         supported: meta::FORMAT_VERSION,
                     });
                 }
-                backend.write(initial_metadata(config))?;
+                backend.write(&mut initial_metadata(config))?;
             }
             Some(bytes) => {
                 let found = meta::decode_format_version(&bytes)?;
@@ -188,11 +193,19 @@ impl VersionedStore {
         let state = load_state(backend.as_ref(), config)?;
         Ok(Self {
             backend,
+            cache: None,
             state,
             path,
             changes: None,
             lock: None,
         })
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            backend: self.backend.as_ref(),
+            cache: self.cache.as_ref(),
+        }
     }
 
     /// The store directory (`None` for an in-memory store).
@@ -243,7 +256,7 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get(&self, key: &[u8]) -> Result<Option<VersionedRecord>> {
-        read::latest(self.backend.as_ref(), key)
+        read::latest(&self.reader(), key)
     }
 
     /// The record valid at `as_of` (inclusive).
@@ -251,7 +264,7 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>> {
-        read::as_of(self.backend.as_ref(), &self.state, key, as_of)
+        read::as_of(&self.reader(), &self.state, key, as_of)
     }
 
     /// [`VersionedStore::get`] (`AsOf::Latest`) or [`VersionedStore::get_as_of`] for every
@@ -274,7 +287,7 @@ impl VersionedStore {
                 ),
             ));
         }
-        read::batch(self.backend.as_ref(), &self.state, keys, as_of)
+        read::batch(self.reader(), &self.state, keys, as_of)
     }
 
     /// Every value version whose validity interval meets `[from, to]` (missing bounds are
@@ -297,7 +310,7 @@ impl VersionedStore {
                 format!("from_time ({from}) must not be greater than to_time ({to})"),
             ));
         }
-        read::versions(self.backend.as_ref(), &self.state, key, from, to, order)
+        read::versions(&self.reader(), &self.state, key, from, to, order)
     }
 
     /// Applies puts row by row in order, atomically: every row is validated first, and either
@@ -313,6 +326,7 @@ impl VersionedStore {
             check_write(value, timestamp, Some(index))?;
         }
         self.transaction(|txn| {
+            txn.reserve(rows.len());
             rows.map(|(key, value, ts)| txn.put(key, value, ts))
                 .collect()
         })
@@ -387,7 +401,7 @@ impl VersionedStore {
     fn transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
         let recording = self.changes.is_some();
         let result = {
-            let mut txn = Txn::begin(self.backend.as_mut(), &mut self.state);
+            let mut txn = Txn::begin(self.backend.as_mut(), self.cache.as_ref(), &mut self.state);
             txn.log = recording.then(Vec::new);
             match work(&mut txn) {
                 Ok(value) => txn.commit().map(|log| (value, log)),
@@ -400,10 +414,11 @@ impl VersionedStore {
             }
             value
         });
-        if let (Err(_), Ok(state)) = (
-            &result,
-            load_state(self.backend.as_ref(), self.state.config),
-        ) {
+        // Only a failed transaction reloads (a scan per live segment): its changes to stream time
+        // and the live segments were never written.
+        if result.is_err()
+            && let Ok(state) = load_state(self.backend.as_ref(), self.state.config)
+        {
             self.state = state;
         }
         result

@@ -144,13 +144,13 @@ impl Backend for MemoryBackend {
             .collect())
     }
 
-    fn write(&mut self, batch: WriteSet) -> Result<()> {
+    fn write(&mut self, batch: &mut WriteSet) -> Result<()> {
         if let Some((from, to)) = batch.drop_segments {
             let mut dropped = self.segments.split_off(&from);
             let mut kept = dropped.split_off(&to);
             self.segments.append(&mut kept);
         }
-        for (key, write) in batch.writes {
+        for (key, write) in batch.writes.drain(..) {
             self.apply(key, write);
         }
         Ok(())

@@ -50,8 +50,9 @@ pub(crate) trait Backend: Send {
     fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()>;
     /// Ids of every history segment (id >= 0) that holds at least one key, ascending.
     fn history_segments(&self) -> Result<Vec<i64>>;
-    /// Applies `batch` atomically.
-    fn write(&mut self, batch: WriteSet) -> Result<()>;
+    /// Applies `batch` atomically. The backend may take the keys and values it keeps out of
+    /// `batch`; what it leaves is the caller's.
+    fn write(&mut self, batch: &mut WriteSet) -> Result<()>;
     /// Makes written data durable in the backend's own files (no-op in memory).
     fn flush(&self) -> Result<()>;
     /// Where the data lives, for messages.

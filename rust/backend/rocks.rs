@@ -2,9 +2,8 @@
 //! family, told apart by the 8-byte segment prefix (Kafka's layout since KAFKA-14491 [19/N]).
 //!
 //! Tuning follows the access pattern. Point lookups of one row per (segment, key) dominate, so
-//! SST files carry whole-key bloom filters and data blocks a hash index, and the memtable has a
-//! whole-key bloom filter too (a write's read of a key it has never seen costs a few hashes, not
-//! a skiplist walk). Batch reads are one sorted `MultiGet`; every read is pinned (no copy until
+//! SST files carry whole-key bloom filters and data blocks a hash index (the memtable has no bloom filter:
+//! writes paid for it on every insert, and the latest-value cache spares most reads there). Batch reads are one sorted `MultiGet`; every read is pinned (no copy until
 //! the caller copies what it returns). History rows grow by merge operands (row appends,
 //! `docs/format.md`), which the merge operator applies at reads and compactions, so an in-order
 //! write never reads or rewrites a row. Rows are compressed with LZ4. Segment expiry deletes
@@ -32,6 +31,10 @@ pub struct RocksOptions {
     pub wal: bool,
     /// Size in bytes of the process-wide block cache, applied by the first store opened.
     pub block_cache_bytes: usize,
+    /// Size in bytes of the store's memtable (RocksDB's write buffer; up to two are in memory).
+    pub write_buffer_bytes: usize,
+    /// Bound in bytes of the store's cache of latest values (0 turns it off).
+    pub latest_cache_bytes: usize,
 }
 
 impl Default for RocksOptions {
@@ -39,6 +42,22 @@ impl Default for RocksOptions {
         Self {
             wal: true,
             block_cache_bytes: 128 << 20,
+            write_buffer_bytes: 64 << 20,
+            latest_cache_bytes: 32 << 20,
+        }
+    }
+}
+
+impl RocksOptions {
+    /// Options that keep one store's own memory (memtables and latest-value cache) within
+    /// about `bytes`: half for two memtables, half for the cache. The process-wide block cache
+    /// is sized apart (`block_cache_bytes`).
+    #[must_use]
+    pub fn with_memory_limit(self, bytes: usize) -> Self {
+        Self {
+            write_buffer_bytes: (bytes / 4).max(1 << 20),
+            latest_cache_bytes: bytes / 2,
+            ..self
         }
     }
 }
@@ -80,7 +99,7 @@ fn partial_merge(_key: &[u8], _base: Option<&[u8]>, operands: &MergeOperands) ->
 }
 
 /// The RocksDB options of a store (also used by tests that open a store's files directly).
-pub(crate) fn db_options(block_cache_bytes: usize) -> Options {
+pub(crate) fn db_options(block_cache_bytes: usize, write_buffer_bytes: usize) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     table.set_whole_key_filtering(true);
@@ -95,16 +114,14 @@ pub(crate) fn db_options(block_cache_bytes: usize) -> Options {
     options.set_block_based_table_factory(&table);
     options.set_compression_type(DBCompressionType::Lz4);
     options.set_max_background_jobs(2);
-    options.set_write_buffer_size(64 << 20);
-    options.set_memtable_whole_key_filtering(true);
-    options.set_memtable_prefix_bloom_ratio(0.1);
+    options.set_write_buffer_size(write_buffer_bytes);
     options.set_merge_operator(MERGE_OPERATOR, full_merge, partial_merge);
     options
 }
 
 impl RocksBackend {
     pub(crate) fn open(path: &Path, options: RocksOptions) -> Result<Self> {
-        let db_options = db_options(options.block_cache_bytes);
+        let db_options = db_options(options.block_cache_bytes, options.write_buffer_bytes);
         // Opened by descriptor so that the default column family has a handle (`MultiGet`
         // takes one); its options are the store's.
         let default_cf =
@@ -197,8 +214,20 @@ impl Backend for RocksBackend {
         Ok(ids)
     }
 
-    fn write(&mut self, batch: WriteSet) -> Result<()> {
-        let mut rocks_batch = WriteBatch::default();
+    fn write(&mut self, batch: &mut WriteSet) -> Result<()> {
+        let bytes: usize = batch
+            .writes
+            .iter()
+            .map(|(key, write)| {
+                key.len()
+                    + 16
+                    + match write {
+                        Write::Put(v) | Write::Append(v) => v.len(),
+                        Write::Delete => 0,
+                    }
+            })
+            .sum();
+        let mut rocks_batch = WriteBatch::with_capacity_bytes(bytes + 64);
         if let Some((from, to)) = batch.drop_segments {
             self.drop_segments(&mut rocks_batch, from, to)?;
         }
