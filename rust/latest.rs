@@ -10,7 +10,9 @@
 //!
 //! It is bounded in bytes. When it outgrows the bound it forgets about half of its keys, at
 //! random (hash order): a working set within the bound stays cached, a larger one degrades to
-//! plain RocksDB reads. In-memory stores have no cache (their map is the same lookup).
+//! plain RocksDB reads. Until it first forgets, the cache of a store that was empty when opened
+//! knows every entry, so a key it does not know has none (a new key's put reads nothing). In-memory
+//! stores have no cache (their map is the same lookup).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,6 +28,9 @@ struct Entries {
     map: HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>,
     bytes: usize,
     budget: usize,
+    /// Every latest-value entry RocksDB holds is in `map` (the store was empty when opened and
+    /// nothing was forgotten since): a key the cache does not know has no entry.
+    complete: bool,
 }
 
 fn cost(key: &[u8], entry: Option<&Vec<u8>>) -> usize {
@@ -33,13 +38,15 @@ fn cost(key: &[u8], entry: Option<&Vec<u8>>) -> usize {
 }
 
 impl LatestCache {
-    /// A cache of at most about `budget` bytes (0: caches nothing).
-    pub(crate) fn new(budget: usize) -> Self {
+    /// A cache of at most about `budget` bytes (0: caches nothing) for a store that holds no
+    /// latest-value entry yet (`empty`) or may hold some.
+    pub(crate) fn new(budget: usize, empty: bool) -> Self {
         Self {
             inner: RefCell::new(Entries {
                 map: HashMap::default(),
                 bytes: 0,
                 budget,
+                complete: empty && budget > 0,
             }),
         }
     }
@@ -47,7 +54,11 @@ impl LatestCache {
     /// `f(entry)` when the cache knows `key` (`entry` is `None` when RocksDB holds none).
     pub(crate) fn with<T>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> T) -> Option<T> {
         let entries = self.inner.borrow();
-        entries.map.get(key).map(|entry| f(entry.as_deref()))
+        match entries.map.get(key) {
+            Some(entry) => Some(f(entry.as_deref())),
+            None if entries.complete => Some(f(None)),
+            None => None,
+        }
     }
 
     /// Records that RocksDB holds `entry` under `key`.
@@ -63,6 +74,7 @@ impl LatestCache {
             entries.bytes = entries.bytes.saturating_sub(removed);
         }
         if entries.bytes > entries.budget {
+            entries.complete = false;
             let mut keep = false;
             entries.map.retain(|_, _| {
                 keep = !keep;
@@ -79,7 +91,7 @@ mod tests {
 
     #[test]
     fn remembers_entries_and_absence() {
-        let cache = LatestCache::new(1 << 20);
+        let cache = LatestCache::new(1 << 20, false);
         cache.insert(b"a".to_vec(), Some(b"entry".to_vec()));
         cache.insert(b"b".to_vec(), None);
         assert_eq!(
@@ -94,7 +106,8 @@ mod tests {
 
     #[test]
     fn stays_within_its_budget_and_zero_disables_it() {
-        let cache = LatestCache::new(10 * (ENTRY_OVERHEAD + 16));
+        let cache = LatestCache::new(10 * (ENTRY_OVERHEAD + 16), true);
+        assert_eq!(cache.with(b"never written", |e| e.is_none()), Some(true));
         for i in 0u64..1_000 {
             cache.insert(i.to_be_bytes().to_vec(), Some(i.to_be_bytes().to_vec()));
         }
@@ -106,8 +119,12 @@ mod tests {
             entries.budget
         );
         assert!(!entries.map.is_empty());
+        assert!(
+            !entries.complete,
+            "an evicting cache no longer knows every key"
+        );
         drop(entries);
-        let off = LatestCache::new(0);
+        let off = LatestCache::new(0, true);
         off.insert(b"a".to_vec(), None);
         assert_eq!(off.with(b"a", |_| ()), None);
     }

@@ -20,7 +20,7 @@ use crate::changelog::ChangelogRecord;
 use crate::client::{Reader, State, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::format::key::{META_SEGMENT, storage_key};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::meta;
 use crate::latest::LatestCache;
 use crate::read::{self, AsOf, RecordColumns, ResultOrder};
@@ -100,7 +100,8 @@ impl VersionedStore {
         let backend = RocksBackend::open(path, options)?;
         let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
         store.lock = Some(lock);
-        store.cache = Some(LatestCache::new(options.latest_cache_bytes));
+        let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
+        store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
         Ok(store)
     }
 

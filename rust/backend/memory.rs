@@ -135,6 +135,10 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    fn is_empty_of(&self, segment: i64) -> Result<bool> {
+        Ok(self.segments.get(&segment).is_none_or(HashMap::is_empty))
+    }
+
     fn history_segments(&self) -> Result<Vec<i64>> {
         Ok(self
             .segments

@@ -48,6 +48,8 @@ pub(crate) trait Backend: Send {
     fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
     /// Calls `visit(i, value)` for every `keys[i]`, in order; `keys` are sorted ascending.
     fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()>;
+    /// Whether no key has the prefix of `segment`.
+    fn is_empty_of(&self, segment: i64) -> Result<bool>;
     /// Ids of every history segment (id >= 0) that holds at least one key, ascending.
     fn history_segments(&self) -> Result<Vec<i64>>;
     /// Applies `batch` atomically. The backend may take the keys and values it keeps out of

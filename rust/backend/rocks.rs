@@ -195,6 +195,16 @@ impl Backend for RocksBackend {
         Ok(())
     }
 
+    fn is_empty_of(&self, segment: i64) -> Result<bool> {
+        let mut iter = self.db.raw_iterator();
+        iter.seek(segment_prefix(segment));
+        let empty = iter
+            .key()
+            .is_none_or(|key| segment_of(key) != Some(segment));
+        iter.status().map_err(|e| self.storage_error(e))?;
+        Ok(empty)
+    }
+
     fn history_segments(&self) -> Result<Vec<i64>> {
         // One seek per segment: jump to the next prefix after each one found.
         let mut ids = Vec::new();

@@ -356,19 +356,78 @@ pub(crate) fn merge_appends<'o>(
     })
 }
 
+/// A row's header and index, validated as [`SegmentRow::decode`] validates them, without
+/// allocating: `f(ts, size)` sees each index entry, newest first.
+struct Scanned {
+    next_timestamp: i64,
+    min_timestamp: i64,
+    /// Offset of the first value byte (the end of the index).
+    values_start: usize,
+    degenerate: bool,
+}
+
+fn scan(bytes: &[u8], mut f: impl FnMut(i64, i32)) -> Option<Scanned> {
+    let next_timestamp = super::read_i64(bytes, 0)?;
+    let min_timestamp = super::read_i64(bytes, 8)?;
+    if min_timestamp < 0 || next_timestamp < min_timestamp {
+        return None;
+    }
+    let mut previous: Option<i64> = None;
+    let mut newest: Option<(i64, i32)> = None;
+    let mut values_len: usize = 0;
+    let mut count = 0usize;
+    for chunk in bytes.get(HEADER_LEN..)?.chunks_exact(INDEX_ENTRY_LEN) {
+        let timestamp = i64::from_be_bytes(chunk.get(..8)?.try_into().ok()?);
+        let size = i32::from_be_bytes(chunk.get(8..)?.try_into().ok()?);
+        if previous.is_some_and(|p| timestamp >= p)
+            || timestamp < min_timestamp
+            || size < TOMBSTONE_SIZE
+        {
+            return None;
+        }
+        f(timestamp, size);
+        newest.get_or_insert((timestamp, size));
+        values_len = values_len.checked_add(usize::try_from(size).unwrap_or(0))?;
+        previous = Some(timestamp);
+        count += 1;
+        if timestamp == min_timestamp {
+            let values_start = HEADER_LEN + INDEX_ENTRY_LEN * count;
+            if values_start.checked_add(values_len)? != bytes.len() {
+                return None;
+            }
+            let degenerate = count == 1 && newest == Some((next_timestamp, TOMBSTONE_SIZE));
+            let (newest_ts, _) = newest?;
+            if newest_ts >= next_timestamp && !degenerate {
+                return None;
+            }
+            return Some(Scanned {
+                next_timestamp,
+                min_timestamp,
+                values_start,
+                degenerate,
+            });
+        }
+    }
+    None
+}
+
+/// Applies appends by copying: the new index entries, then the base's index and values as
+/// they are, then the new values (the layout puts the newest index entries first and the
+/// newest values last). Linear in the row's size, with no decoding of the base's entries.
 fn apply_appends<'o>(
     base: Option<&[u8]>,
     operands: impl Iterator<Item = &'o [u8]>,
 ) -> Option<Vec<u8>> {
-    let row = match base {
-        Some(bytes) => Some(SegmentRow::decode(bytes, &String::new).ok()?),
+    let scanned = match base {
+        Some(bytes) => Some(scan(bytes, |_, _| {})?),
         None => None,
     };
-    let mut next = row.as_ref().map(SegmentRow::next_timestamp);
-    let mut degenerate = row.as_ref().is_some_and(SegmentRow::is_degenerate);
+    let mut next = scanned.as_ref().map(|s| s.next_timestamp);
+    let mut degenerate = scanned.as_ref().is_some_and(|s| s.degenerate);
     let mut keep_base = true;
     // Appended versions, oldest first: each is newer than everything before it.
     let mut appended: Vec<Entry<'_>> = Vec::new();
+    let mut appended_len = 0usize;
     for operand in operands {
         let mut rest = operand;
         while !rest.is_empty() {
@@ -389,6 +448,7 @@ fn apply_appends<'o>(
                     });
                 }
             }
+            appended_len += entry.value.map_or(0, <[u8]>::len);
             appended.push(entry);
             next = Some(valid_to);
             degenerate = false;
@@ -396,17 +456,36 @@ fn apply_appends<'o>(
         }
     }
     let next_timestamp = next?;
-    let mut entries: Vec<Entry<'_>> = appended.into_iter().rev().collect();
-    if let Some(row) = row.filter(|_| keep_base) {
-        entries.extend_from_slice(row.entries());
+    let base = base.zip(scanned).filter(|_| keep_base);
+    let min_timestamp = match (&base, appended.first()) {
+        (Some((_, s)), _) => s.min_timestamp,
+        (None, Some(oldest)) => oldest.timestamp,
+        (None, None) => return None,
+    };
+    let mut out = Vec::with_capacity(
+        HEADER_LEN
+            + INDEX_ENTRY_LEN * appended.len()
+            + base.as_ref().map_or(0, |(b, _)| b.len() - HEADER_LEN)
+            + appended_len,
+    );
+    out.extend_from_slice(&next_timestamp.to_be_bytes());
+    out.extend_from_slice(&min_timestamp.to_be_bytes());
+    for entry in appended.iter().rev() {
+        out.extend_from_slice(&entry.timestamp.to_be_bytes());
+        let size = match entry.value {
+            Some(v) => i32::try_from(v.len()).unwrap_or(i32::MAX),
+            None => TOMBSTONE_SIZE,
+        };
+        out.extend_from_slice(&size.to_be_bytes());
     }
-    Some(
-        SegmentRow {
-            next_timestamp,
-            entries,
-        }
-        .encode(),
-    )
+    if let Some((bytes, scanned)) = &base {
+        out.extend_from_slice(bytes.get(HEADER_LEN..scanned.values_start)?);
+        out.extend_from_slice(bytes.get(scanned.values_start..)?);
+    }
+    for entry in &appended {
+        out.extend_from_slice(entry.value.unwrap_or_default());
+    }
+    Some(out)
 }
 
 /// What a row says about one time `t`, found by [`lookup`] without decoding the whole row.
@@ -461,72 +540,40 @@ pub(crate) fn lookup<'a>(
         return Ok(Lookup::Before { min_timestamp });
     }
     // One pass over the index: the first entry at or before `t` is the answer; the sizes of the
-    // entries before it place its value; the total checks the row.
-    let mut offset = HEADER_LEN;
+    // entries before it place its value; `scan` checks the whole row.
+    let mut newer_values: usize = 0;
     let mut previous: Option<i64> = None;
-    let mut values_len: usize = 0;
     let mut found: Option<(i64, i64, i32, usize)> = None;
-    let mut newest: Option<(i64, i32)> = None;
-    let mut count = 0usize;
-    loop {
-        let (Some(timestamp), Some(size)) = (
-            super::read_i64(bytes, offset),
-            super::read_i32(bytes, offset + 8),
-        ) else {
-            return Err(corrupt(format!(
-                "index entry {count} at offset {offset} is truncated"
-            )));
-        };
-        if previous.is_some_and(|p| timestamp >= p)
-            || timestamp < min_timestamp
-            || size < TOMBSTONE_SIZE
-        {
-            return Err(corrupt(format!(
-                "index entry {count} has timestamp {timestamp} and size {size}"
-            )));
+    let scanned = scan(bytes, |timestamp, size| {
+        if found.is_none() {
+            if timestamp <= t {
+                found = Some((
+                    timestamp,
+                    previous.unwrap_or(next_timestamp),
+                    size,
+                    newer_values,
+                ));
+            } else {
+                newer_values = newer_values.saturating_add(usize::try_from(size).unwrap_or(0));
+            }
         }
-        newest.get_or_insert((timestamp, size));
-        if found.is_none() && timestamp <= t {
-            found = Some((
-                timestamp,
-                previous.unwrap_or(next_timestamp),
-                size,
-                values_len,
-            ));
-        }
-        values_len = values_len
-            .checked_add(usize::try_from(size).unwrap_or(0))
-            .ok_or_else(|| corrupt("value sizes overflow".to_owned()))?;
         previous = Some(timestamp);
-        offset += INDEX_ENTRY_LEN;
-        count += 1;
-        if timestamp == min_timestamp {
-            break;
-        }
-    }
-    if offset.checked_add(values_len) != Some(bytes.len()) {
-        return Err(corrupt(format!(
-            "index of {count} entries and {values_len} value bytes do not fill a row of {} bytes",
-            bytes.len()
-        )));
-    }
-    let degenerate = count == 1 && newest == Some((next_timestamp, TOMBSTONE_SIZE));
-    if !(newest.is_some_and(|(timestamp, _)| timestamp < next_timestamp) || degenerate) {
-        return Err(corrupt(format!(
-            "newest version is not older than next_timestamp {next_timestamp}"
-        )));
-    }
-    let Some((timestamp, valid_to, size, newer_values)) = found else {
-        return Err(corrupt(format!(
-            "no index entry reaches min_timestamp {min_timestamp}"
-        )));
+    });
+    let (Some(scanned), Some((timestamp, valid_to, size, newer_values))) = (scanned, found) else {
+        // The precise complaint comes from the full decoder.
+        return Err(match SegmentRow::decode(bytes, location) {
+            Err(error) => error,
+            Ok(_) => corrupt(format!(
+                "no index entry reaches min_timestamp {min_timestamp}"
+            )),
+        });
     };
     let value = match usize::try_from(size) {
         Ok(len) => {
             let end = bytes.len() - newer_values;
             let start = end
                 .checked_sub(len)
-                .filter(|&start| start >= offset)
+                .filter(|&start| start >= scanned.values_start)
                 .ok_or_else(|| {
                     corrupt(format!(
                         "value of the version at {timestamp} is out of the row"
@@ -744,7 +791,194 @@ mod tests {
             })
     }
 
+    /// Appends as the put algorithm makes them: each newer than the row's end.
+    fn appends_after(
+        next: i64,
+        gaps: &[(i64, i64, Option<Vec<u8>>)],
+    ) -> Vec<(i64, i64, Option<Vec<u8>>)> {
+        let mut end = next;
+        gaps.iter()
+            .map(|(gap, len, value)| {
+                let ts = end + gap;
+                end = ts + len;
+                (ts, end, value.clone())
+            })
+            .collect()
+    }
+
+    fn by_decode_and_append(
+        base: Option<&[u8]>,
+        appends: &[(i64, i64, Option<Vec<u8>>)],
+    ) -> Vec<u8> {
+        let mut row = base.map(|b| SegmentRow::decode(b, &loc).expect("base decodes"));
+        for (ts, valid_to, value) in appends {
+            let entry = Entry {
+                timestamp: *ts,
+                value: value.as_deref(),
+            };
+            match &mut row {
+                Some(r) => r.append_newest(entry, *valid_to).expect("append"),
+                None => row = Some(SegmentRow::single(entry, *valid_to)),
+            }
+        }
+        row.expect("a row").encode()
+    }
+
+    fn operand(appends: &[(i64, i64, Option<Vec<u8>>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (ts, valid_to, value) in appends {
+            encode_append(
+                Entry {
+                    timestamp: *ts,
+                    value: value.as_deref(),
+                },
+                *valid_to,
+                &mut out,
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn appends_merge_like_append_newest_case_table() {
+        let degenerate = SegmentRow::degenerate(10).encode();
+        let normal = row(9, &[(7, Some(b"yz")), (5, None), (3, Some(b"x"))]).encode();
+        let cases: Vec<(Option<&[u8]>, Vec<(i64, i64, Option<Vec<u8>>)>)> = vec![
+            (None, vec![(1, 2, Some(b"a".to_vec()))]),
+            (
+                None,
+                vec![
+                    (1, 2, None),
+                    (2, 5, Some(Vec::new())),
+                    (7, 9, Some(b"b".to_vec())),
+                ],
+            ),
+            // a degenerate tombstone at the appended time is replaced; an older one stays
+            (Some(&degenerate), vec![(10, 12, Some(b"v".to_vec()))]),
+            (Some(&degenerate), vec![(11, 12, Some(b"v".to_vec()))]),
+            // a gap after the row's end becomes an explicit tombstone
+            (
+                Some(&normal),
+                vec![(9, 11, Some(b"v".to_vec())), (15, 20, None)],
+            ),
+        ];
+        for (base, appends) in cases {
+            let op = operand(&appends);
+            let merged = merge_appends(base, [&op[..]].into_iter());
+            assert_eq!(merged, by_decode_and_append(base, &appends), "{appends:?}");
+            // operands concatenate: one append per operand gives the same row
+            let ops: Vec<Vec<u8>> = appends
+                .iter()
+                .map(|a| operand(std::slice::from_ref(a)))
+                .collect();
+            let split = merge_appends(base, ops.iter().map(Vec::as_slice));
+            assert_eq!(split, merged);
+        }
+    }
+
+    #[test]
+    fn an_append_that_does_not_fit_poisons_the_row_and_keeps_the_bytes() {
+        let base = row(9, &[(7, Some(b"yz"))]).encode();
+        // starts before the row ends: the put algorithm never makes this
+        let op = operand(&[(8, 12, Some(b"v".to_vec()))]);
+        let merged = merge_appends(Some(&base), [&op[..]].into_iter());
+        assert!(SegmentRow::decode(&merged, &loc).is_err());
+        assert_eq!(&merged[..8], &POISON);
+        assert_eq!(&merged[8..8 + base.len()], &base[..]);
+        // an undecodable base likewise
+        let merged = merge_appends(Some(b"junk"), [&op[..]].into_iter());
+        assert!(SegmentRow::decode(&merged, &loc).is_err());
+        assert!(matches!(
+            lookup(&merged, 9, &loc),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn lookup_agrees_with_decode() {
+        let r = row(9, &[(7, Some(b"yz")), (5, None), (3, Some(b"x"))]);
+        let bytes = r.encode();
+        assert_eq!(
+            lookup(&bytes, 2, &loc).ok(),
+            Some(Lookup::Before { min_timestamp: 3 })
+        );
+        assert_eq!(lookup(&bytes, 9, &loc).ok(), Some(Lookup::After));
+        assert_eq!(
+            lookup(&bytes, 4, &loc).ok(),
+            Some(Lookup::Found {
+                timestamp: 3,
+                valid_to: 5,
+                value: Some(b"x")
+            })
+        );
+        assert_eq!(
+            lookup(&bytes, 6, &loc).ok(),
+            Some(Lookup::Found {
+                timestamp: 5,
+                valid_to: 7,
+                value: None
+            })
+        );
+        assert_eq!(
+            lookup(&bytes, 8, &loc).ok(),
+            Some(Lookup::Found {
+                timestamp: 7,
+                valid_to: 9,
+                value: Some(b"yz")
+            })
+        );
+        let newest_at_max = SegmentRow::degenerate(i64::MAX).encode();
+        assert!(SegmentRow::decode(&newest_at_max, &loc).is_ok());
+        assert_eq!(
+            lookup(&newest_at_max, i64::MAX, &loc).ok(),
+            Some(Lookup::After)
+        );
+        for len in 0..bytes.len() {
+            assert!(
+                lookup(&bytes[..len], 4, &loc).is_err(),
+                "truncated to {len}"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn merged_appends_equal_append_newest(
+            (next, entries) in arb_row(),
+            gaps in proptest::collection::vec(
+                (0i64..3, 1i64..4, proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4))),
+                1..6,
+            ),
+            no_base in any::<bool>(),
+        ) {
+            let base = SegmentRow {
+                next_timestamp: next,
+                entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+            }.encode();
+            let base = (!no_base).then_some(&base[..]);
+            let appends = appends_after(next, &gaps);
+            let op = operand(&appends);
+            prop_assert_eq!(merge_appends(base, [&op[..]].into_iter()), by_decode_and_append(base, &appends));
+        }
+
+        #[test]
+        fn lookup_finds_what_decode_finds((next, entries) in arb_row(), t in 0i64..1_100_000) {
+            let r = SegmentRow {
+                next_timestamp: next,
+                entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+            };
+            let bytes = r.encode();
+            let expected = if r.next_timestamp() <= t {
+                Lookup::After
+            } else if r.min_timestamp() > t {
+                Lookup::Before { min_timestamp: r.min_timestamp() }
+            } else {
+                let i = r.find(t).expect("covered");
+                Lookup::Found { timestamp: r.entries()[i].timestamp, valid_to: r.valid_to(i), value: r.entries()[i].value }
+            };
+            prop_assert_eq!(lookup(&bytes, t, &loc).ok(), Some(expected));
+        }
+
         #[test]
         fn round_trips_any_row((next, entries) in arb_row()) {
             let r = SegmentRow {
