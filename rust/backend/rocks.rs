@@ -84,9 +84,31 @@ const MERGE_OPERATOR: &str = "verstore.row_append.v2";
     clippy::unnecessary_wraps,
     reason = "RocksDB's merge callback signature; appends never fail (see merge_appends)"
 )]
-fn full_merge(_key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+fn full_merge(key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
     let operands: Vec<&[u8]> = operands.iter().collect();
+    MERGED_BY_READS.with(|keys| {
+        if let Ok(mut keys) = keys.try_borrow_mut()
+            && let Some(keys) = keys.as_mut()
+        {
+            keys.push(key.to_vec());
+        }
+    });
     Some(merge_appends(base, operands.iter().copied()))
+}
+
+thread_local! {
+    /// Keys whose rows a read on this thread merged from appends (`None`: not reading).
+    /// Reads merge in the calling thread; flushes and compactions run on RocksDB's own.
+    static MERGED_BY_READS: std::cell::RefCell<Option<Vec<Vec<u8>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs a read, collecting the keys of the rows its merges produced.
+fn collecting_merges<T>(read: impl FnOnce() -> T) -> (T, Vec<Vec<u8>>) {
+    MERGED_BY_READS.with(|keys| *keys.borrow_mut() = Some(Vec::new()));
+    let out = read();
+    let merged = MERGED_BY_READS.with(|keys| keys.borrow_mut().take().unwrap_or_default());
+    (out, merged)
 }
 
 #[expect(
@@ -168,6 +190,20 @@ impl RocksBackend {
         Ok(())
     }
 
+    /// Writes rows that a read had to merge from appends back whole: every later read of them
+    /// would merge again (RocksDB keeps merge results nowhere until a compaction). The rows are
+    /// what the store already holds, so this changes no state; a failure only leaves the
+    /// appends in place, and the read that triggered it has its answer.
+    fn read_repair<'k>(&self, rows: impl Iterator<Item = (&'k [u8], &'k [u8])>) {
+        let mut batch = WriteBatch::default();
+        for (key, value) in rows {
+            batch.put(key, value);
+        }
+        if !batch.is_empty() {
+            let _ = self.db.write_opt(batch, &self.write_options);
+        }
+    }
+
     fn storage_error(&self, source: rocksdb::Error) -> Error {
         Error::Storage {
             path: self.path.clone(),
@@ -178,7 +214,11 @@ impl RocksBackend {
 
 impl Backend for RocksBackend {
     fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
-        let value = self.db.get_pinned(key).map_err(|e| self.storage_error(e))?;
+        let (value, merged) = collecting_merges(|| self.db.get_pinned(key));
+        let value = value.map_err(|e| self.storage_error(e))?;
+        if let (false, Some(value)) = (merged.is_empty(), value.as_deref()) {
+            self.read_repair([(key, value)].into_iter());
+        }
         visit(value.as_deref())
     }
 
@@ -187,7 +227,15 @@ impl Backend for RocksBackend {
         let Some(cf) = cf else {
             return Err(Error::corrupt(self.location(), "no default column family"));
         };
-        let values = self.db.batched_multi_get_cf(cf, keys.iter().copied(), true);
+        let (values, merged) =
+            collecting_merges(|| self.db.batched_multi_get_cf(cf, keys.iter().copied(), true));
+        if !merged.is_empty() {
+            let repaired = keys.iter().zip(&values).filter_map(|(key, value)| {
+                let value = value.as_ref().ok()?.as_deref()?;
+                merged.iter().any(|m| m == key).then_some((*key, value))
+            });
+            self.read_repair(repaired);
+        }
         for (i, value) in values.into_iter().enumerate() {
             let value = value.map_err(|e| self.storage_error(e))?;
             visit(i, value.as_deref())?;

@@ -107,9 +107,15 @@ fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<Arr
         .getattr(intern!(py, "array"))?
         .call((obj,), Some(&kwargs))
         .map_err(|e| {
-            PyTypeError::new_err(format!(
-                "{argument} must be a sequence or Arrow array of {pa_type}: {e}"
-            ))
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
+                PyValueError::new_err(format!(
+                    "{argument} must fit in 64 bits (-2**63 <= t < 2**63): {e}"
+                ))
+            } else {
+                PyTypeError::new_err(format!(
+                    "{argument} must be a sequence or Arrow array of {pa_type}: {e}"
+                ))
+            }
         })?;
     let array = converted.extract::<PyArray>()?.into_inner().0;
     if array.data_type() == &DataType::Null {

@@ -2589,3 +2589,143 @@ fn corrupted_row_is_reported_with_its_segment_and_other_keys_still_read() {
     );
     assert_eq!(store.observed_stream_time(), SI + 30);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Edge inputs (issue 8, point 2): the whole i64 time range, empty and large keys
+// ---------------------------------------------------------------------------------------------
+
+/// Times from the whole `i64` range, the bounds and their neighbours most often.
+fn arb_any_time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        4 => prop::sample::select(vec![i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX]),
+        2 => any::<i64>(),
+        2 => (i64::MAX - 100)..=i64::MAX,
+        1 => 0i64..100,
+    ]
+}
+
+/// The empty key, short keys, and a large one (64 KiB and more).
+fn arb_edge_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        2 => Just(Vec::new()),
+        3 => proptest::collection::vec(any::<u8>(), 1..4),
+        1 => (65_536usize..70_000).prop_map(|n| vec![0xAB; n]),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum EdgeCall {
+    Puts(Vec<(Vec<u8>, Option<Vec<u8>>, i64)>),
+    Deletes(Vec<(Vec<u8>, i64)>),
+    Reads(Vec<(Vec<u8>, i64)>),
+    Versions(Vec<u8>, i64, i64),
+}
+
+fn arb_edge_call() -> impl Strategy<Value = EdgeCall> {
+    let value = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3));
+    prop_oneof![
+        3 => proptest::collection::vec((arb_edge_key(), value, arb_any_time()), 1..6)
+            .prop_map(EdgeCall::Puts),
+        1 => proptest::collection::vec((arb_edge_key(), arb_any_time()), 1..4)
+            .prop_map(EdgeCall::Deletes),
+        2 => proptest::collection::vec((arb_edge_key(), arb_any_time()), 1..6)
+            .prop_map(EdgeCall::Reads),
+        1 => (arb_edge_key(), arb_any_time(), arb_any_time())
+            .prop_map(|(k, a, b)| EdgeCall::Versions(k, a, b)),
+    ]
+}
+
+/// Every call returns a result or refuses an argument: never a panic (which pyo3 would raise
+/// as `PanicException`) and never `Corrupt` (which would mean the store misread its own writes).
+fn check_edge_calls(store: &mut VersionedStore, calls: &[EdgeCall]) -> Result<(), TestCaseError> {
+    let ok_or_invalid = |result: Result<(), Error>, what: &str| match result {
+        Ok(()) | Err(Error::InvalidArgument { .. }) => Ok(()),
+        Err(other) => Err(TestCaseError::fail(format!("{what}: {other:?}"))),
+    };
+    for call in calls {
+        match call {
+            EdgeCall::Puts(rows) => ok_or_invalid(
+                store
+                    .put_batch(
+                        rows.iter()
+                            .map(|(k, v, t)| (k.as_slice(), v.as_deref(), *t)),
+                    )
+                    .map(drop),
+                "put_batch",
+            )?,
+            EdgeCall::Deletes(rows) => ok_or_invalid(
+                store
+                    .delete_batch(rows.iter().map(|(k, t)| (k.as_slice(), *t)))
+                    .map(drop),
+                "delete_batch",
+            )?,
+            EdgeCall::Reads(rows) => {
+                let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
+                let times: Vec<i64> = rows.iter().map(|(_, t)| *t).collect();
+                // reads refuse nothing: any error is a failure
+                let batch = store
+                    .get_batch(&keys, AsOf::PerRow(&times))
+                    .map_err(|e| TestCaseError::fail(format!("get_batch: {e:?}")))?;
+                for (i, (key, t)) in rows.iter().enumerate() {
+                    let single = store
+                        .get_as_of(key, *t)
+                        .map_err(|e| TestCaseError::fail(format!("get_as_of: {e:?}")))?;
+                    prop_assert_eq!(batch.get(i), single);
+                }
+                store
+                    .get_batch(&keys, AsOf::Latest)
+                    .map_err(|e| TestCaseError::fail(format!("get_batch latest: {e:?}")))?;
+            }
+            EdgeCall::Versions(key, a, b) => ok_or_invalid(
+                store
+                    .versions(key, Some(*a.min(b)), Some(*a.max(b)), ASC)
+                    .map(drop),
+                "versions",
+            )?,
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cases(48))]
+
+    #[test]
+    fn batch_calls_over_the_whole_time_range_never_panic_or_misread(
+        calls in proptest::collection::vec(arb_edge_call(), 1..10),
+        retention in prop::sample::select(vec![0i64, 1, 1_000, i64::MAX]),
+        interval in prop::sample::select(vec![1i64, 1_000, i64::MAX]),
+    ) {
+        let config = StoreConfig::new(retention, Some(interval)).expect("config");
+        let mut memory = VersionedStore::in_memory(config);
+        check_edge_calls(&mut memory, &calls)?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rocks = VersionedStore::open(dir.path(), config).expect("open");
+        check_edge_calls(&mut rocks, &calls)?;
+        drop(rocks);
+        // and everything written reads back the same after a reopen
+        let mut reopened = VersionedStore::open(dir.path(), config).expect("reopen");
+        let reads: Vec<EdgeCall> = calls
+            .iter()
+            .filter(|c| matches!(c, EdgeCall::Reads(_)))
+            .cloned()
+            .collect();
+        check_edge_calls(&mut reopened, &reads)?;
+    }
+}
+
+#[test]
+fn writes_at_the_largest_time_read_back_on_both_backends() {
+    on_both_backends(config(10, 3), |s| {
+        s.put("k", Some("v"), i64::MAX - 5, U);
+        assert_eq!(s.delete("k", i64::MAX), Some(record("v", i64::MAX - 5, U)));
+        assert_eq!(s.delete("fresh", i64::MAX), None);
+        s.get_null("k");
+        s.get_null("fresh");
+        s.as_of_value("k", i64::MAX - 1, "v", i64::MAX - 5, i64::MAX);
+        s.as_of_null("k", i64::MAX);
+        s.versions("k", None, None, DESC, &[("v", i64::MAX - 5, i64::MAX)]);
+        s.put("k", Some("w"), i64::MAX, U);
+        s.get_value("k", "w", i64::MAX);
+    });
+}
