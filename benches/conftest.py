@@ -92,9 +92,12 @@ def workload() -> Workload:
 def expected_as_of(workload: Workload) -> int:
     """How many probes find a version: those at or after their key's first version."""
     first = {k: i for i, k in reversed(list(enumerate(workload.key_list[:KEYS])))}
-    return sum(1 for k, t in zip(workload.probe_keys, workload.probe_times, strict=True) if t >= first[k])
+    return sum(
+        1 for k, t in zip(workload.probe_keys, workload.probe_times, strict=True) if t >= first[k]
+    )
 
 
 def per_row(benchmark: Any, rows: int) -> None:
-    """Records the rows one round handles, for rows/s in the report."""
+    """Records the rows one round handles, for rows/s in the report, and the machine's load."""
     benchmark.extra_info["rows"] = rows
+    benchmark.extra_info["loadavg"] = os.getloadavg()[0]

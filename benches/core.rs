@@ -176,7 +176,11 @@ fn get_batch(c: &mut Criterion) {
     let keys: Vec<&[u8]> = w.probes.iter().map(|&k| w.keys[k].as_slice()).collect();
     // The newest version of key i starts at (VERSIONS - 1)·n + i; history: an older round.
     let last = i64::try_from((VERSIONS - 1) * n).unwrap_or(0);
-    let newest: Vec<i64> = w.probes.iter().map(|&k| last + k as i64).collect();
+    let newest: Vec<i64> = w
+        .probes
+        .iter()
+        .map(|&k| last + i64::try_from(k).unwrap_or(0))
+        .collect();
     let history: Vec<i64> = w
         .probes
         .iter()

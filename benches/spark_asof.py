@@ -82,7 +82,9 @@ def generate(scale: Scale, seed: int = 11) -> list[Batch]:
         _, first = np.unique(pairs, return_index=True)
         keep = np.zeros(len(pairs), dtype=bool)
         keep[first] = True
-        keep &= np.array([(s, t) not in used for s, t in zip(sym.tolist(), ts.tolist(), strict=True)])
+        keep &= np.array(
+            [(s, t) not in used for s, t in zip(sym.tolist(), ts.tolist(), strict=True)]
+        )
         used.update(zip(sym[keep].tolist(), ts[keep].tolist(), strict=True))
         prices = pa.table(
             {
@@ -318,7 +320,9 @@ class Result:
     problems: list[str]
 
 
-def run(spark: Any, name: str, data_dir: Path, work: Path, batches: list[Batch], partitions: int) -> Result:
+def run(
+    spark: Any, name: str, data_dir: Path, work: Path, batches: list[Batch], partitions: int
+) -> Result:
     """Runs one pipeline over every input file (availableNow) and checks its output."""
     import verstore.spark
 

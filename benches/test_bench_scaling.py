@@ -29,7 +29,9 @@ PROBES = min(20_000, TOTAL)
 _fresh = itertools.count()
 
 
-def _load(path: Path, keys: int, versions: int, segment_interval_ms: int) -> verstore.VersionedStore:
+def _load(
+    path: Path, keys: int, versions: int, segment_interval_ms: int
+) -> verstore.VersionedStore:
     """``keys`` keys with ``versions`` versions each, round r writing every key at r*keys + i."""
     store = verstore.VersionedStore(
         path,
@@ -60,7 +62,9 @@ def _probes(keys: int, versions: int) -> tuple[pa.BinaryArray, pa.Int64Array]:
     return names, pa.array(times, type=pa.int64())
 
 
-def _read_batches(store: verstore.VersionedStore, keys: pa.BinaryArray, times: pa.Int64Array) -> int:
+def _read_batches(
+    store: verstore.VersionedStore, keys: pa.BinaryArray, times: pa.Int64Array
+) -> int:
     found = 0
     for start in range(0, len(keys), BATCH_ROWS):
         batch = store.get_batch(keys.slice(start, BATCH_ROWS), as_of=times.slice(start, BATCH_ROWS))
@@ -103,9 +107,7 @@ def test_as_of_versions_single(benchmark: Any, by_versions: Any) -> None:
 
 @pytest.mark.benchmark(group="as_of_segments")
 @pytest.mark.parametrize("segments", [1, 10, 50])
-def test_as_of_segments_batch(
-    benchmark: Any, tmp_path: Path, segments: int
-) -> None:
+def test_as_of_segments_batch(benchmark: Any, tmp_path: Path, segments: int) -> None:
     versions = 4
     keys = TOTAL // versions
     interval = -(-(keys * versions) // segments)  # ceil: `segments` segments span the run

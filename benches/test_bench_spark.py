@@ -25,11 +25,17 @@ pytestmark = pytest.mark.spark
 
 PARTITIONS = 4
 FULL = {
-    "10k_keys": (Scale(keys=10_000, rows=60_000, batches=4), ["asof_join", "pandas_state", "passthrough"]),
+    "10k_keys": (
+        Scale(keys=10_000, rows=60_000, batches=4),
+        ["asof_join", "pandas_state", "passthrough"],
+    ),
     "100k_keys": (Scale(keys=100_000, rows=600_000, batches=4), ["asof_join", "passthrough"]),
 }
 SMOKE = {
-    "10k_keys": (Scale(keys=200, rows=1_000, batches=2), ["asof_join", "pandas_state", "passthrough"]),
+    "10k_keys": (
+        Scale(keys=200, rows=1_000, batches=2),
+        ["asof_join", "pandas_state", "passthrough"],
+    ),
     "100k_keys": (Scale(keys=500, rows=2_000, batches=2), ["asof_join", "passthrough"]),
 }
 CASES = [(scale, name) for scale, (_, names) in FULL.items() for name in names]
@@ -106,4 +112,5 @@ def test_spark_asof_join(
         keys=scale.keys,
         rows_per_batch=scale.rows,
         pipeline=pipeline,
+        loadavg=os.getloadavg()[0],
     )

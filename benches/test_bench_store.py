@@ -45,9 +45,7 @@ def _each_round(make: Callable[[], Any]) -> Callable[[], tuple[tuple[Any], dict[
 
 @pytest.mark.benchmark(group="put_single")
 @pytest.mark.parametrize("wal", [False, True], ids=["wal_off", "wal_on"])
-def test_put_single_verstore(
-    benchmark: Any, workload: Workload, tmp_path: Path, wal: bool
-) -> None:
+def test_put_single_verstore(benchmark: Any, workload: Workload, tmp_path: Path, wal: bool) -> None:
     def run(store: verstore.VersionedStore) -> None:
         put = store.put
         for k, v, t in zip(workload.key_list, workload.value_list, workload.ts_list, strict=True):

@@ -55,7 +55,7 @@ impl ReadClient for Reader<'_> {
         let Some(cache) = self.cache.filter(|_| is_latest_key(key)) else {
             return self.backend.get_with(key, visit);
         };
-        if let Some(result) = cache.with(key, |entry| visit(entry)) {
+        if let Some(result) = cache.with(key, &mut *visit) {
             return result;
         }
         self.backend.get_with(key, &mut |entry| {

@@ -18,6 +18,7 @@
 //! in a later segment, since rows are placed by valid-to), stopping at the first row that ends at
 //! or before `from`.
 
+use crate::backend::Backend;
 use crate::client::{ReadClient, Reader, State, read_map};
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, segment_prefix, storage_key};
@@ -91,18 +92,15 @@ impl RecordColumns {
         if self.offsets.is_empty() {
             self.offsets.push(0);
         }
-        match record {
-            Some(r) => {
-                self.values.extend_from_slice(&r.value);
-                self.present.push(true);
-                self.timestamps.push(r.timestamp);
-                self.valid_to.push(r.valid_to);
-            }
-            None => {
-                self.present.push(false);
-                self.timestamps.push(0);
-                self.valid_to.push(None);
-            }
+        if let Some(r) = record {
+            self.values.extend_from_slice(&r.value);
+            self.present.push(true);
+            self.timestamps.push(r.timestamp);
+            self.valid_to.push(r.valid_to);
+        } else {
+            self.present.push(false);
+            self.timestamps.push(0);
+            self.valid_to.push(None);
         }
         self.offsets.push(self.values.len());
     }
@@ -121,6 +119,16 @@ impl RecordColumns {
             timestamp: *self.timestamps.get(i)?,
             valid_to: *self.valid_to.get(i)?,
         })
+    }
+}
+
+impl FromIterator<Option<VersionedRecord>> for RecordColumns {
+    fn from_iter<I: IntoIterator<Item = Option<VersionedRecord>>>(records: I) -> Self {
+        let mut columns = Self::default();
+        for record in records {
+            columns.push(record.as_ref());
+        }
+        columns
     }
 }
 
@@ -308,6 +316,190 @@ impl KeyBuffer {
     }
 }
 
+/// A batch read in progress: answers by row, found values in one arena, and the probes of the
+/// rows that still look for a history row.
+struct BatchRead<'k> {
+    /// Distinct keys in key order.
+    unique: Vec<&'k [u8]>,
+    /// Rows by key: `rows[first[u]..first[u + 1]]` are the rows of `unique[u]`.
+    rows: Vec<usize>,
+    first: Vec<usize>,
+    answers: Vec<Answer>,
+    arena: Vec<u8>,
+    /// `(row, key u, probe)`.
+    probes: Vec<(usize, usize, Probe)>,
+}
+
+impl<'k> BatchRead<'k> {
+    fn new(keys: &[&'k [u8]]) -> Self {
+        let n = keys.len();
+        let mut rows: Vec<usize> = (0..n).collect();
+        rows.sort_unstable_by(|&a, &b| keys[a].cmp(keys[b]));
+        let mut unique: Vec<&[u8]> = Vec::new();
+        let mut first: Vec<usize> = Vec::new();
+        for (position, &row) in rows.iter().enumerate() {
+            if unique.last() != Some(&keys[row]) {
+                unique.push(keys[row]);
+                first.push(position);
+            }
+        }
+        first.push(n);
+        Self {
+            unique,
+            rows,
+            first,
+            answers: vec![Answer::Absent; n],
+            arena: Vec::new(),
+            probes: Vec::new(),
+        }
+    }
+
+    fn found(&mut self, row: usize, timestamp: i64, valid_to: Option<i64>, value: &[u8]) {
+        self.arena.extend_from_slice(value);
+        self.answers[row] = Answer::Found {
+            timestamp,
+            valid_to,
+            start: self.arena.len() - value.len(),
+            end: self.arena.len(),
+        };
+    }
+
+    /// Takes in key `u`'s latest-value entry: rows it answers are done, the others probe.
+    fn on_latest(
+        &mut self,
+        state: &State,
+        times: AsOf<'_>,
+        u: usize,
+        bytes: Option<&[u8]>,
+    ) -> Result<()> {
+        let latest = bytes.map(latest_value::decode).transpose()?;
+        for position in self.first[u]..self.first[u + 1] {
+            let row = self.rows[position];
+            let t = times.at(row);
+            match latest {
+                Some((timestamp, value)) if t.is_none_or(|t| timestamp <= t) => {
+                    self.found(row, timestamp, None, value);
+                }
+                _ => {
+                    let start = t.and_then(|t| Probe::start(state, latest.map(|l| l.0), t));
+                    if let Some(probe) = start {
+                        self.probes.push((row, u, probe));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Latest-value entries: the cache first, then one `MultiGet` of the rest.
+    fn read_latest(&mut self, reader: Reader<'_>, state: &State, times: AsOf<'_>) -> Result<()> {
+        let mut buffer = KeyBuffer::default();
+        for key in &self.unique {
+            buffer.push(LATEST_SEGMENT, key);
+        }
+        let latest_keys = buffer.slices();
+        let mut misses: Vec<usize> = Vec::new();
+        for (u, key) in latest_keys.iter().enumerate() {
+            let cached = reader
+                .cache
+                .and_then(|c| c.with(key, |entry| self.on_latest(state, times, u, entry)));
+            match cached {
+                Some(result) => result?,
+                None => misses.push(u),
+            }
+        }
+        let missed_keys: Vec<&[u8]> = misses.iter().map(|&u| latest_keys[u]).collect();
+        reader.backend.multi_get(&missed_keys, &mut |i, bytes| {
+            if let Some(cache) = reader.cache {
+                cache.insert(missed_keys[i].to_vec(), bytes.map(<[u8]>::to_vec));
+            }
+            self.on_latest(state, times, misses[i], bytes)
+        })
+    }
+
+    /// One round of row lookups: each probe asks for its next segment; equal (segment, key)
+    /// pairs are read once, in storage-key order (segment, then key: `unique` is sorted).
+    fn read_rows(&mut self, backend: &dyn Backend, state: &State) -> Result<()> {
+        let mut targets: Vec<(i64, usize, usize)> = Vec::with_capacity(self.probes.len());
+        self.probes.retain(|&(_, u, probe)| {
+            probe.next_segment(state).is_some_and(|segment| {
+                targets.push((segment, u, targets.len()));
+                true
+            })
+        });
+        targets.sort_unstable();
+        let mut row_keys = KeyBuffer::default();
+        let mut groups: Vec<usize> = Vec::new();
+        for (position, &(segment, u, _)) in targets.iter().enumerate() {
+            if position == 0 || targets[position - 1].0 != segment || targets[position - 1].1 != u {
+                row_keys.push(segment, self.unique[u]);
+                groups.push(position);
+            }
+        }
+        groups.push(targets.len());
+        let mut done = vec![false; self.probes.len()];
+        backend.multi_get(&row_keys.slices(), &mut |g, bytes| {
+            for &(segment, u, p) in &targets[groups[g]..groups[g + 1]] {
+                let (row, _, mut probe) = self.probes[p];
+                let location = || row_location(backend, segment, self.unique[u]);
+                let looked = bytes
+                    .map(|b| segment_value::lookup(b, probe.t, &location))
+                    .transpose()?;
+                let step = probe.visit(state, segment, looked);
+                self.probes[p].2 = probe;
+                if let Step::Done(found) = step {
+                    done[p] = true;
+                    if let Some((timestamp, valid_to, value)) = found {
+                        self.found(row, timestamp, Some(valid_to), value);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        let mut index = 0;
+        self.probes.retain(|_| {
+            index += 1;
+            !done[index - 1]
+        });
+        Ok(())
+    }
+
+    /// The answers as columns in row order.
+    fn columns(self) -> RecordColumns {
+        let n = self.answers.len();
+        let mut out = RecordColumns {
+            values: Vec::with_capacity(self.arena.len()),
+            offsets: Vec::with_capacity(n + 1),
+            present: Vec::with_capacity(n),
+            timestamps: Vec::with_capacity(n),
+            valid_to: Vec::with_capacity(n),
+        };
+        out.offsets.push(0);
+        for answer in self.answers {
+            match answer {
+                Answer::Absent => {
+                    out.present.push(false);
+                    out.timestamps.push(0);
+                    out.valid_to.push(None);
+                }
+                Answer::Found {
+                    timestamp,
+                    valid_to,
+                    start,
+                    end,
+                } => {
+                    out.values.extend_from_slice(&self.arena[start..end]);
+                    out.present.push(true);
+                    out.timestamps.push(timestamp);
+                    out.valid_to.push(valid_to);
+                }
+            }
+            out.offsets.push(out.values.len());
+        }
+        out
+    }
+}
+
 /// [`latest`] or [`as_of`] for every key of a batch, in row order.
 pub(crate) fn batch(
     reader: Reader<'_>,
@@ -315,159 +507,12 @@ pub(crate) fn batch(
     keys: &[&[u8]],
     times: AsOf<'_>,
 ) -> Result<RecordColumns> {
-    let backend = reader.backend;
-    let n = keys.len();
-    // Distinct keys in key order; `rows[first[u]..first[u + 1]]` are the rows of key `u`.
-    let mut rows: Vec<usize> = (0..n).collect();
-    rows.sort_unstable_by(|&a, &b| keys[a].cmp(keys[b]));
-    let mut unique: Vec<&[u8]> = Vec::new();
-    let mut first: Vec<usize> = Vec::new();
-    for (position, &row) in rows.iter().enumerate() {
-        if unique.last() != Some(&keys[row]) {
-            unique.push(keys[row]);
-            first.push(position);
-        }
+    let mut read = BatchRead::new(keys);
+    read.read_latest(reader, state, times)?;
+    while !read.probes.is_empty() {
+        read.read_rows(reader.backend, state)?;
     }
-    first.push(n);
-
-    let mut answers = vec![Answer::Absent; n];
-    let mut arena: Vec<u8> = Vec::new();
-    let mut probes: Vec<(usize, usize, Probe)> = Vec::new();
-    let mut on_latest = |u: usize, bytes: Option<&[u8]>| -> Result<()> {
-        let latest = bytes.map(latest_value::decode).transpose()?;
-        let mut copied: Option<(usize, usize)> = None;
-        for &row in &rows[first[u]..first[u + 1]] {
-            let t = times.at(row);
-            match latest {
-                Some((timestamp, value)) if t.is_none_or(|t| timestamp <= t) => {
-                    let (start, end) = *copied.get_or_insert_with(|| {
-                        arena.extend_from_slice(value);
-                        (arena.len() - value.len(), arena.len())
-                    });
-                    answers[row] = Answer::Found {
-                        timestamp,
-                        valid_to: None,
-                        start,
-                        end,
-                    };
-                }
-                _ => {
-                    let start = t.and_then(|t| Probe::start(state, latest.map(|l| l.0), t));
-                    if let Some(probe) = start {
-                        probes.push((row, u, probe));
-                    }
-                }
-            }
-        }
-        Ok(())
-    };
-    // Latest-value entries: the cache first, then one MultiGet of the rest.
-    let mut latest_keys = KeyBuffer::default();
-    for key in &unique {
-        latest_keys.push(LATEST_SEGMENT, key);
-    }
-    let latest_keys = latest_keys.slices();
-    let mut misses: Vec<usize> = Vec::new();
-    for (u, key) in latest_keys.iter().enumerate() {
-        match reader
-            .cache
-            .and_then(|c| c.with(key, |entry| on_latest(u, entry)))
-        {
-            Some(result) => result?,
-            None => misses.push(u),
-        }
-    }
-    let missed: Vec<&[u8]> = misses.iter().map(|&u| latest_keys[u]).collect();
-    backend.multi_get(&missed, &mut |i, bytes| {
-        if let Some(cache) = reader.cache {
-            cache.insert(missed[i].to_vec(), bytes.map(<[u8]>::to_vec));
-        }
-        on_latest(misses[i], bytes)
-    })?;
-
-    // Rounds of row lookups: each probe asks for its next segment; equal (segment, key) pairs
-    // are read once, in storage-key order (segment, then key: `unique` is sorted).
-    while !probes.is_empty() {
-        let mut targets: Vec<(i64, usize, usize)> = Vec::with_capacity(probes.len());
-        probes.retain(|&(_, u, probe)| {
-            probe.next_segment(state).is_some_and(|segment| {
-                targets.push((segment, u, 0));
-                true
-            })
-        });
-        for (i, target) in targets.iter_mut().enumerate() {
-            target.2 = i;
-        }
-        targets.sort_unstable();
-        let mut row_keys = KeyBuffer::default();
-        let mut groups: Vec<usize> = Vec::new();
-        for (position, &(segment, u, _)) in targets.iter().enumerate() {
-            if position == 0 || targets[position - 1].0 != segment || targets[position - 1].1 != u {
-                row_keys.push(segment, unique[u]);
-                groups.push(position);
-            }
-        }
-        groups.push(targets.len());
-        let mut done = vec![false; probes.len()];
-        backend.multi_get(&row_keys.slices(), &mut |g, bytes| {
-            for &(segment, u, p) in &targets[groups[g]..groups[g + 1]] {
-                let (row, _, probe) = &mut probes[p];
-                let location = || row_location(backend, segment, unique[u]);
-                let looked = bytes
-                    .map(|b| segment_value::lookup(b, probe.t, &location))
-                    .transpose()?;
-                if let Step::Done(found) = probe.visit(state, segment, looked) {
-                    done[p] = true;
-                    if let Some((timestamp, valid_to, value)) = found {
-                        arena.extend_from_slice(value);
-                        answers[*row] = Answer::Found {
-                            timestamp,
-                            valid_to: Some(valid_to),
-                            start: arena.len() - value.len(),
-                            end: arena.len(),
-                        };
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        let mut index = 0;
-        probes.retain(|_| {
-            index += 1;
-            !done[index - 1]
-        });
-    }
-
-    let mut out = RecordColumns {
-        values: Vec::with_capacity(arena.len()),
-        offsets: Vec::with_capacity(n + 1),
-        present: Vec::with_capacity(n),
-        timestamps: Vec::with_capacity(n),
-        valid_to: Vec::with_capacity(n),
-    };
-    out.offsets.push(0);
-    for answer in answers {
-        match answer {
-            Answer::Absent => {
-                out.present.push(false);
-                out.timestamps.push(0);
-                out.valid_to.push(None);
-            }
-            Answer::Found {
-                timestamp,
-                valid_to,
-                start,
-                end,
-            } => {
-                out.values.extend_from_slice(&arena[start..end]);
-                out.present.push(true);
-                out.timestamps.push(timestamp);
-                out.valid_to.push(valid_to);
-            }
-        }
-        out.offsets.push(out.values.len());
-    }
-    Ok(out)
+    Ok(read.columns())
 }
 
 /// Every value version whose validity interval meets `[from, to]`, newest first unless

@@ -56,6 +56,24 @@ impl std::fmt::Debug for VersionedStore {
     }
 }
 
+/// `VersionedStore("<path>" or in-memory, history_retention_ms=.., segment_interval_ms=..,
+/// observed_stream_time=..)`.
+impl std::fmt::Display for VersionedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(path) => write!(f, "VersionedStore({:?}, ", path.display().to_string())?,
+            None => write!(f, "VersionedStore(in-memory, ")?,
+        }
+        write!(
+            f,
+            "history_retention_ms={}, segment_interval_ms={}, observed_stream_time={})",
+            self.state.config.history_retention_ms(),
+            self.state.config.segment_interval_ms(),
+            self.state.stream_time
+        )
+    }
+}
+
 impl VersionedStore {
     /// Opens (creating if missing) a persistent store in directory `path`.
     ///

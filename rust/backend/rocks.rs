@@ -49,6 +49,12 @@ impl Default for RocksOptions {
 }
 
 impl RocksOptions {
+    /// These options with the write-ahead log on or off.
+    #[must_use]
+    pub fn with_wal(self, wal: bool) -> Self {
+        Self { wal, ..self }
+    }
+
     /// Options that keep one store's own memory (memtables and latest-value cache) within
     /// about `bytes`: half for two memtables, half for the cache. The process-wide block cache
     /// is sized apart (`block_cache_bytes`).

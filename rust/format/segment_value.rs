@@ -23,6 +23,23 @@
 //!
 //! This is Kafka's `RocksDBVersionedStoreSegmentValueFormatter` layout, byte for byte. Decoding
 //! validates every offset and invariant and reports [`Error::Corrupt`] instead of panicking.
+//!
+//! A row can also grow by *appends* (format version 2), RocksDB merge operands that add a newest
+//! version without reading the row; operands concatenate:
+//!
+//! ```text
+//! offset   size   field
+//! 0        8      timestamp    i64 BE  valid-from of the appended version
+//! 8        8      valid_to     i64 BE  the row's next_timestamp afterwards
+//! 16       4      value_size   i32 BE  -1 = tombstone, else n
+//! 20       n      value                (then the next append at 20 + n)
+//! ```
+//!
+//! [`merge_appends`] applies them with [`SegmentRow::append_newest`]'s rule by copying the base's
+//! index and values around the new entries (the newest index entries come first and the newest
+//! values last, so the base moves in two pieces). It never fails: an inconsistent merge yields
+//! a poisoned row that no read decodes. [`lookup`] answers an as-of read from the encoded row
+//! without allocating.
 
 use crate::error::{Error, Result};
 
@@ -791,6 +808,9 @@ mod tests {
             })
     }
 
+    /// `(timestamp, valid_to, value)` of each append, in order.
+    type Appends = Vec<(i64, i64, Option<Vec<u8>>)>;
+
     /// Appends as the put algorithm makes them: each newer than the row's end.
     fn appends_after(
         next: i64,
@@ -843,7 +863,7 @@ mod tests {
     fn appends_merge_like_append_newest_case_table() {
         let degenerate = SegmentRow::degenerate(10).encode();
         let normal = row(9, &[(7, Some(b"yz")), (5, None), (3, Some(b"x"))]).encode();
-        let cases: Vec<(Option<&[u8]>, Vec<(i64, i64, Option<Vec<u8>>)>)> = vec![
+        let cases: Vec<(Option<&[u8]>, Appends)> = vec![
             (None, vec![(1, 2, Some(b"a".to_vec()))]),
             (
                 None,

@@ -73,6 +73,48 @@ impl BinaryColumn {
     }
 }
 
+/// Keys: a binary column without nulls.
+pub(crate) fn key_column(keys: &Bound<'_, PyAny>) -> PyResult<BinaryColumn> {
+    let keys = binary_column(keys, "keys")?;
+    if let Some(i) = keys.first_null() {
+        return Err(PyTypeError::new_err(format!(
+            "keys[{i}] must be bytes, got None"
+        )));
+    }
+    Ok(keys)
+}
+
+/// The `as_of` argument of a batch read: none, one time, or a time per key.
+pub(crate) enum Times {
+    Latest,
+    At(i64),
+    PerRow(Int64Array),
+}
+
+impl Times {
+    pub(crate) fn from_py(as_of: Option<&Bound<'_, PyAny>>, keys: usize) -> PyResult<Self> {
+        Ok(match as_of {
+            Some(obj) if obj.is_instance_of::<pyo3::types::PyInt>() => {
+                Self::At(super::args::time(obj, "as_of")?)
+            }
+            Some(obj) if !obj.is_none() => {
+                let times = timestamp_column(obj, "as_of")?;
+                check_same_length("as_of", times.len(), keys)?;
+                Self::PerRow(times)
+            }
+            _ => Self::Latest,
+        })
+    }
+
+    pub(crate) fn as_of(&self) -> crate::AsOf<'_> {
+        match self {
+            Self::Latest => crate::AsOf::Latest,
+            Self::At(t) => crate::AsOf::At(*t),
+            Self::PerRow(times) => crate::AsOf::PerRow(times.values()),
+        }
+    }
+}
+
 /// Imports any Arrow-capable object, or converts with `pyarrow.array(obj, type=pa_type)`.
 fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<ArrayRef> {
     let py = obj.py();

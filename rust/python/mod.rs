@@ -12,6 +12,7 @@ mod args;
 mod arrow;
 mod columns;
 mod errors;
+mod handle;
 mod history;
 mod record;
 mod store;
