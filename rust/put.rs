@@ -109,7 +109,7 @@ impl Txn<'_> {
         })?;
         if let Some((latest_ts, moved)) = latest {
             if let Some(operand) = moved {
-                self.append_encoded(storage_key(config.segment_id(ts), key), operand);
+                self.append_encoded(storage_key(config.segment_id(ts), key), &operand);
                 self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
                 return Ok(None);
             }

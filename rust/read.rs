@@ -18,7 +18,6 @@
 //! in a later segment, since rows are placed by valid-to), stopping at the first row that ends at
 //! or before `from`.
 
-use crate::backend::Backend;
 use crate::client::{ReadClient, Reader, State, read_map};
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, segment_prefix, storage_key};
@@ -391,35 +390,20 @@ impl<'k> BatchRead<'k> {
         Ok(())
     }
 
-    /// Latest-value entries: the cache first, then one `MultiGet` of the rest.
+    /// Latest-value entries: the write buffer, the cache, then one `MultiGet` of the rest.
     fn read_latest(&mut self, reader: Reader<'_>, state: &State, times: AsOf<'_>) -> Result<()> {
         let mut buffer = KeyBuffer::default();
         for key in &self.unique {
             buffer.push(LATEST_SEGMENT, key);
         }
-        let latest_keys = buffer.slices();
-        let mut misses: Vec<usize> = Vec::new();
-        for (u, key) in latest_keys.iter().enumerate() {
-            let cached = reader
-                .cache
-                .and_then(|c| c.with(key, |entry| self.on_latest(state, times, u, entry)));
-            match cached {
-                Some(result) => result?,
-                None => misses.push(u),
-            }
-        }
-        let missed_keys: Vec<&[u8]> = misses.iter().map(|&u| latest_keys[u]).collect();
-        reader.backend.multi_get(&missed_keys, &mut |i, bytes| {
-            if let Some(cache) = reader.cache {
-                cache.insert(missed_keys[i].to_vec(), bytes.map(<[u8]>::to_vec));
-            }
-            self.on_latest(state, times, misses[i], bytes)
+        reader.multi_read(&buffer.slices(), &mut |u, bytes| {
+            self.on_latest(state, times, u, bytes)
         })
     }
 
     /// One round of row lookups: each probe asks for its next segment; equal (segment, key)
     /// pairs are read once, in storage-key order (segment, then key: `unique` is sorted).
-    fn read_rows(&mut self, backend: &dyn Backend, state: &State) -> Result<()> {
+    fn read_rows(&mut self, reader: Reader<'_>, state: &State) -> Result<()> {
         let mut targets: Vec<(i64, usize, usize)> = Vec::with_capacity(self.probes.len());
         self.probes.retain(|&(_, u, probe)| {
             probe.next_segment(state).is_some_and(|segment| {
@@ -438,10 +422,10 @@ impl<'k> BatchRead<'k> {
         }
         groups.push(targets.len());
         let mut done = vec![false; self.probes.len()];
-        backend.multi_get(&row_keys.slices(), &mut |g, bytes| {
+        reader.multi_read(&row_keys.slices(), &mut |g, bytes| {
             for &(segment, u, p) in &targets[groups[g]..groups[g + 1]] {
                 let (row, _, mut probe) = self.probes[p];
-                let location = || row_location(backend, segment, self.unique[u]);
+                let location = || row_location(&reader, segment, self.unique[u]);
                 let looked = bytes
                     .map(|b| segment_value::lookup(b, probe.t, &location))
                     .transpose()?;
@@ -510,7 +494,7 @@ pub(crate) fn batch(
     let mut read = BatchRead::new(keys);
     read.read_latest(reader, state, times)?;
     while !read.probes.is_empty() {
-        read.read_rows(reader.backend, state)?;
+        read.read_rows(reader, state)?;
     }
     Ok(read.columns())
 }

@@ -17,7 +17,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
-use crate::client::{Reader, State, Txn};
+use crate::client::{Overlay, Reader, State, Stored, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
@@ -37,6 +37,10 @@ pub struct VersionedStore {
     backend: Box<dyn Backend>,
     /// Latest-value entries, for persistent stores (see [`crate::latest`]).
     cache: Option<LatestCache>,
+    /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log (see
+    /// [`crate::client`]), and the size at which they are written.
+    buffer: Option<Overlay>,
+    buffer_limit: usize,
     state: State,
     path: Option<PathBuf>,
     /// Accepted writes since the last `take_changes`, when recording (checkpointed stores).
@@ -120,6 +124,10 @@ impl VersionedStore {
         store.lock = Some(lock);
         let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
         store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
+        if !options.wal {
+            store.buffer = Some(Overlay::default());
+            store.buffer_limit = options.write_buffer_bytes / 4;
+        }
         Ok(store)
     }
 
@@ -132,6 +140,8 @@ impl VersionedStore {
         Self {
             backend: Box::new(backend),
             cache: None,
+            buffer: None,
+            buffer_limit: 0,
             state: State {
                 config,
                 stream_time: -1,
@@ -213,6 +223,8 @@ impl VersionedStore {
         Ok(Self {
             backend,
             cache: None,
+            buffer: None,
+            buffer_limit: 0,
             state,
             path,
             changes: None,
@@ -222,8 +234,23 @@ impl VersionedStore {
 
     fn reader(&self) -> Reader<'_> {
         Reader {
-            backend: self.backend.as_ref(),
-            cache: self.cache.as_ref(),
+            stored: Stored {
+                backend: self.backend.as_ref(),
+                cache: self.cache.as_ref(),
+            },
+            buffer: self.buffer.as_ref(),
+        }
+    }
+
+    /// Writes the write buffer, if any, to RocksDB.
+    fn write_buffer(&mut self) -> Result<()> {
+        match self.buffer.as_mut() {
+            Some(buffer) if !buffer.is_empty() => std::mem::take(buffer).write_to(
+                self.backend.as_mut(),
+                self.cache.as_ref(),
+                self.state.stream_time,
+            ),
+            _ => Ok(()),
         }
     }
 
@@ -369,7 +396,8 @@ impl VersionedStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn flush(&self) -> Result<()> {
+    pub fn flush(&mut self) -> Result<()> {
+        self.write_buffer()?;
         self.backend.flush()
     }
 
@@ -411,36 +439,69 @@ impl VersionedStore {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an in-memory store; storage errors.
-    pub fn checkpoint(&self, dir: &Path) -> Result<()> {
+    pub fn checkpoint(&mut self, dir: &Path) -> Result<()> {
+        self.write_buffer()?;
         self.backend.checkpoint(dir)
     }
 
-    /// Runs `work` in one transaction and commits it. On any error nothing is written and the
-    /// in-memory state (stream time, live segments) is reloaded from storage.
+    /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
+    /// On any error nothing is written and the in-memory state (stream time, live segments)
+    /// is as before.
     fn transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
-        let recording = self.changes.is_some();
-        let result = {
-            let mut txn = Txn::begin(self.backend.as_mut(), self.cache.as_ref(), &mut self.state);
-            txn.log = recording.then(Vec::new);
-            match work(&mut txn) {
-                Ok(value) => txn.commit().map(|log| (value, log)),
-                Err(error) => Err(error),
-            }
-        };
-        let result = result.map(|(value, log)| {
-            if let (Some(changes), Some(log)) = (&mut self.changes, log) {
-                changes.extend(log);
-            }
-            value
-        });
-        // Only a failed transaction reloads (a scan per live segment): its changes to stream time
-        // and the live segments were never written.
-        if result.is_err()
-            && let Ok(state) = load_state(self.backend.as_ref(), self.state.config)
-        {
-            self.state = state;
+        let before = self.state.clone();
+        let result = self.run_transaction(work);
+        if result.is_err() {
+            self.state = before;
         }
         result
+    }
+
+    fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        let reader = Reader {
+            stored: Stored {
+                backend: self.backend.as_ref(),
+                cache: self.cache.as_ref(),
+            },
+            buffer: self.buffer.as_ref(),
+        };
+        let mut txn = Txn::begin(reader, &mut self.state);
+        txn.log = self.changes.is_some().then(Vec::new);
+        let value = work(&mut txn)?;
+        let (writes, log) = txn.finish();
+        match &mut self.buffer {
+            Some(buffer) => {
+                // Written before this transaction joins it: a failed write then fails this call
+                // only, and the buffer keeps what earlier calls were told is written.
+                if buffer.bytes() + writes.bytes() > self.buffer_limit {
+                    std::mem::take(buffer).write_to(
+                        self.backend.as_mut(),
+                        self.cache.as_ref(),
+                        self.state.stream_time,
+                    )?;
+                }
+                buffer.absorb(writes);
+            }
+            None => {
+                writes.write_to(
+                    self.backend.as_mut(),
+                    self.cache.as_ref(),
+                    self.state.stream_time,
+                )?;
+            }
+        }
+        if let (Some(changes), Some(log)) = (&mut self.changes, log) {
+            changes.extend(log);
+        }
+        Ok(value)
+    }
+}
+
+impl Drop for VersionedStore {
+    /// Writes the write buffer (RocksDB then flushes its memtables on close): a store dropped
+    /// without `flush` keeps its writes as a store with a write-ahead log would. A failure here
+    /// has no caller to go to; `flush` first to see it.
+    fn drop(&mut self) {
+        let _ = self.write_buffer();
     }
 }
 

@@ -258,7 +258,7 @@ impl PyVersionedStore {
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.inner.detached(py, |s| s.flush())
+        self.inner.detached(py, VersionedStore::flush)
     }
 
     fn close(&self, py: Python<'_>) {

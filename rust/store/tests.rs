@@ -2024,24 +2024,28 @@ struct Sut {
     store: Option<VersionedStore>,
     dir: Option<tempfile::TempDir>,
     config: StoreConfig,
+    options: RocksOptions,
 }
 
 impl Sut {
-    fn new(config: StoreConfig, persistent: bool) -> Self {
-        if persistent {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let store = VersionedStore::open(dir.path(), config).expect("open");
-            Self {
-                store: Some(store),
-                dir: Some(dir),
-                config,
+    fn new(config: StoreConfig, backing: Backing) -> Self {
+        match backing.options() {
+            Some(options) => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
+                Self {
+                    store: Some(store),
+                    dir: Some(dir),
+                    config,
+                    options,
+                }
             }
-        } else {
-            Self {
+            None => Self {
                 store: Some(VersionedStore::in_memory(config)),
                 dir: None,
                 config,
-            }
+                options: RocksOptions::default(),
+            },
         }
     }
 
@@ -2057,7 +2061,8 @@ impl Sut {
         if let Some(dir) = &self.dir {
             // Close first: the directory lock is held until the store is dropped.
             self.store = None;
-            self.store = Some(VersionedStore::open(dir.path(), self.config).expect("reopen"));
+            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
+            self.store = Some(store.expect("reopen"));
         }
     }
 }
@@ -2142,9 +2147,36 @@ fn compare(sut: &Sut, model: &Model, keys: &[&[u8]], plan: &Plan) -> Result<(), 
     .map_err(TestCaseError::fail)
 }
 
-fn run_model_test(config: StoreConfig, ops: &[Op], persistent: bool) -> Result<(), TestCaseError> {
+/// What a model test's store keeps its data in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    Memory,
+    /// RocksDB with its write-ahead log: every call written through.
+    Logged,
+    /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
+    /// calls), and the cache of latest values is tiny too (forgets often).
+    Buffered,
+}
+
+impl Backing {
+    fn options(self) -> Option<RocksOptions> {
+        match self {
+            Self::Memory => None,
+            Self::Logged => Some(RocksOptions::default()),
+            Self::Buffered => Some(RocksOptions {
+                wal: false,
+                write_buffer_bytes: 2048,
+                latest_cache_bytes: 600,
+                ..RocksOptions::default()
+            }),
+        }
+    }
+}
+
+fn run_model_test(config: StoreConfig, ops: &[Op], backing: Backing) -> Result<(), TestCaseError> {
+    let persistent = backing != Backing::Memory;
     let mut model = Model::new(config);
-    let mut sut = Sut::new(config, persistent);
+    let mut sut = Sut::new(config, backing);
     let retention = config.history_retention_ms();
     for (step, op) in ops.iter().enumerate() {
         let touched = apply(&mut model, &mut sut, op)
@@ -2179,7 +2211,7 @@ proptest! {
         config in arb_config(),
         ops in proptest::collection::vec(arb_op(), 1..40),
     ) {
-        run_model_test(config, &ops, false)?;
+        run_model_test(config, &ops, Backing::Memory)?;
     }
 }
 
@@ -2191,7 +2223,15 @@ proptest! {
         config in arb_config(),
         ops in proptest::collection::vec(arb_op(), 1..40),
     ) {
-        run_model_test(config, &ops, true)?;
+        run_model_test(config, &ops, Backing::Logged)?;
+    }
+
+    #[test]
+    fn buffered_rocksdb_store_matches_the_model_across_reopens(
+        config in arb_config(),
+        ops in proptest::collection::vec(arb_op(), 1..40),
+    ) {
+        run_model_test(config, &ops, Backing::Buffered)?;
     }
 }
 
@@ -2699,6 +2739,10 @@ proptest! {
         let config = StoreConfig::new(retention, Some(interval)).expect("config");
         let mut memory = VersionedStore::in_memory(config);
         check_edge_calls(&mut memory, &calls)?;
+        let buffered_dir = tempfile::tempdir().expect("tempdir");
+        let options = Backing::Buffered.options().expect("persistent");
+        let mut buffered = VersionedStore::open_with(buffered_dir.path(), config, options).expect("open");
+        check_edge_calls(&mut buffered, &calls)?;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut rocks = VersionedStore::open(dir.path(), config).expect("open");
         check_edge_calls(&mut rocks, &calls)?;
