@@ -158,6 +158,9 @@ enum Base {
     Stored,
     Put(Vec<u8>),
     Deleted,
+    /// Nothing is stored (a read found no value): appends then make a new row, written whole
+    /// rather than as a merge operand with no base.
+    Absent,
 }
 
 #[derive(Debug)]
@@ -171,7 +174,7 @@ impl Pending {
     fn bytes(&self, key: &[u8]) -> usize {
         let base = match &self.base {
             Base::Put(v) => v.len(),
-            Base::Stored | Base::Deleted => 0,
+            Base::Stored | Base::Deleted | Base::Absent => 0,
         };
         key.len() + base + self.appends.len() + 64
     }
@@ -247,6 +250,20 @@ impl Overlay {
         }
     }
 
+    /// Records that `key` holds no value below this overlay (a read found none), unless the
+    /// overlay already has a write for it.
+    fn note_absent(&mut self, key: &[u8]) {
+        if !self.pending.contains_key(key) {
+            self.put(
+                key.to_vec(),
+                Pending {
+                    base: Base::Absent,
+                    appends: Vec::new(),
+                },
+            );
+        }
+    }
+
     /// Records that segments `[from, to)` are dropped, and forgets its writes there.
     fn drop_segments(&mut self, from: i64, to: i64) {
         let start = self.dropped.map_or(from, |(f, _)| f.min(from));
@@ -283,9 +300,9 @@ impl Overlay {
                 }
             }
             (Base::Put(value), true) => visit(Some(value)),
-            (Base::Deleted, true) => visit(None),
+            (Base::Deleted | Base::Absent, true) => visit(None),
             (Base::Put(value), false) => visit(Some(&merge_appends(Some(value), appends))),
-            (Base::Deleted, false) => visit(Some(&merge_appends(None, appends))),
+            (Base::Deleted | Base::Absent, false) => visit(Some(&merge_appends(None, appends))),
             (Base::Stored, false) => {
                 let mut merged = Vec::new();
                 lower.read_with(key, &mut |base| {
@@ -308,7 +325,7 @@ impl Overlay {
             let added = pending.bytes(&key);
             match self.pending.entry(key) {
                 std::collections::hash_map::Entry::Occupied(mut slot)
-                    if matches!(pending.base, Base::Stored) =>
+                    if matches!(pending.base, Base::Stored | Base::Absent) =>
                 {
                     self.bytes += pending.appends.len();
                     slot.get_mut().appends.extend_from_slice(&pending.appends);
@@ -325,21 +342,23 @@ impl Overlay {
         }
     }
 
-    /// The writes as one sorted backend write that also records `stream_time`.
-    fn into_write_set(self, stream_time: i64) -> WriteSet {
+    /// The writes as one backend write (sorted when `sorted`) that also records `stream_time`.
+    fn into_write_set(self, stream_time: i64, sorted: bool) -> WriteSet {
         let dropped = self.dropped;
         let mut writes: Vec<(Vec<u8>, Write)> = Vec::with_capacity(self.pending.len() + 1);
         for (key, pending) in self.pending {
             let appends = (!pending.appends.is_empty()).then_some(&pending.appends[..]);
             let write = match (pending.base, appends) {
-                (Base::Stored, None) => continue,
+                (Base::Stored | Base::Absent, None) => continue,
                 (Base::Stored, Some(_)) => Write::Append(pending.appends),
                 (Base::Put(value), None) => Write::Put(value),
                 (Base::Put(value), Some(ops)) => {
                     Write::Put(merge_appends(Some(&value), std::iter::once(ops)))
                 }
                 (Base::Deleted, None) => Write::Delete,
-                (Base::Deleted, Some(ops)) => Write::Put(merge_appends(None, std::iter::once(ops))),
+                (Base::Deleted | Base::Absent, Some(ops)) => {
+                    Write::Put(merge_appends(None, std::iter::once(ops)))
+                }
             };
             writes.push((key, write));
         }
@@ -348,6 +367,12 @@ impl Overlay {
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
                 Write::Put(meta::encode_stream_time(stream_time)),
             ));
+        }
+        if !sorted {
+            return WriteSet {
+                drop_segments: dropped,
+                writes,
+            };
         }
         // RocksDB inserts a batch into its memtable skiplist in order, and an insert next to the
         // previous one reuses its search path: sorted, a batch inserts several times faster.
@@ -381,7 +406,7 @@ impl Overlay {
         if self.is_empty() {
             return Ok(());
         }
-        let mut batch = self.into_write_set(stream_time);
+        let mut batch = self.into_write_set(stream_time, backend.sorted_writes());
         backend.write(&mut batch)?;
         if let Some(cache) = cache {
             for (key, write) in batch.writes {
@@ -426,6 +451,16 @@ impl<'s> Txn<'s> {
     /// A read of `key` copied out (the put algorithm edits what it reads).
     pub(crate) fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         read_map(self, key, |value| Ok(value.map(<[u8]>::to_vec)))
+    }
+
+    /// A read of a history row copied out; a row found missing is remembered as such, so that
+    /// a version appended to it later is written as a whole new row.
+    pub(crate) fn read_row(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let row = self.read(key)?;
+        if row.is_none() {
+            self.overlay.note_absent(key);
+        }
+        Ok(row)
     }
 
     /// Stages a write (`None` deletes). A row in a history segment registers that segment.

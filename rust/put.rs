@@ -63,8 +63,8 @@ impl Txn<'_> {
         timestamp < self.state.stream_time.saturating_sub(grace)
     }
 
-    fn row(&self, segment: i64, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read(&storage_key(segment, key))
+    fn row(&mut self, segment: i64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read_row(&storage_key(segment, key))
     }
 
     fn decode<'a>(&self, bytes: &'a [u8], segment: i64, key: &[u8]) -> Result<SegmentRow<'a>> {

@@ -1,7 +1,7 @@
 //! The in-memory backend: the same keys and values as the RocksDB backend, held per segment.
 //!
 //! The keyspace is split on the 8-byte segment prefix: an ordered map of segment id to a hash
-//! map of user key to value. Point reads and writes cost a hash, not a walk down a tree of byte
+//! map of storage key to value. Point reads and writes cost a hash, not a walk down a tree of byte
 //! strings; segment expiry and discovery stay ordered; [`Backend::export`] restores the storage
 //! keys in key order.
 //!
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{Backend, Visit, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
-use crate::format::key::{PREFIX_LEN, segment_of, storage_key};
+use crate::format::key::segment_of;
 use crate::format::segment_value::merge_appends;
 
 type Hasher = foldhash::fast::RandomState;
@@ -54,15 +54,13 @@ impl MemoryBackend {
     }
 
     fn lookup(&self, key: &[u8]) -> Option<&Stored> {
-        let segment = segment_of(key)?;
-        self.segments.get(&segment)?.get(key.get(PREFIX_LEN..)?)
+        self.segments.get(&segment_of(key)?)?.get(key)
     }
 
-    fn apply(&mut self, mut key: Vec<u8>, write: Write) {
+    fn apply(&mut self, key: Vec<u8>, write: Write) {
         let Some(segment) = segment_of(&key) else {
             return;
         };
-        key.drain(..PREFIX_LEN);
         match write {
             Write::Put(value) => {
                 self.segments.entry(segment).or_default().insert(
@@ -102,7 +100,7 @@ impl MemoryBackend {
 impl Backend for MemoryBackend {
     fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        for (&segment, map) in &self.segments {
+        for map in self.segments.values() {
             for (key, stored) in map {
                 let value = if stored.appends.is_empty() {
                     stored.value.clone()
@@ -110,7 +108,7 @@ impl Backend for MemoryBackend {
                     Some(stored.merged())
                 };
                 if let Some(value) = value {
-                    out.push((storage_key(segment, key), value));
+                    out.push((key.clone(), value));
                 }
             }
         }
@@ -137,6 +135,10 @@ impl Backend for MemoryBackend {
 
     fn is_empty_of(&self, segment: i64) -> Result<bool> {
         Ok(self.segments.get(&segment).is_none_or(HashMap::is_empty))
+    }
+
+    fn sorted_writes(&self) -> bool {
+        false
     }
 
     fn history_segments(&self) -> Result<Vec<i64>> {

@@ -55,6 +55,10 @@ pub(crate) trait Backend: Send {
     /// Applies `batch` atomically. The backend may take the keys and values it keeps out of
     /// `batch`; what it leaves is the caller's.
     fn write(&mut self, batch: &mut WriteSet) -> Result<()>;
+    /// Whether a batch should come in key order (RocksDB's memtable inserts it faster).
+    fn sorted_writes(&self) -> bool {
+        true
+    }
     /// Makes written data durable in the backend's own files (no-op in memory).
     fn flush(&self) -> Result<()>;
     /// Where the data lives, for messages.
