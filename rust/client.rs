@@ -511,7 +511,7 @@ impl<'s> Txn<'s> {
 
 /// The first 16 bytes of a storage key as an integer pair that orders like the bytes: most
 /// comparisons in a sort of storage keys end there.
-fn sort_prefix(key: &[u8]) -> (u64, u64) {
+pub(crate) fn sort_prefix(key: &[u8]) -> (u64, u64) {
     let word = |offset: usize| {
         let mut chunk = [0u8; 8];
         let bytes = key.get(offset..).unwrap_or_default();

@@ -18,7 +18,7 @@
 //! in a later segment, since rows are placed by valid-to), stopping at the first row that ends at
 //! or before `from`.
 
-use crate::client::{ReadClient, Reader, State, read_map};
+use crate::client::{ReadClient, Reader, State, read_map, sort_prefix};
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, segment_prefix, storage_key};
 use crate::format::latest_value;
@@ -332,8 +332,11 @@ struct BatchRead<'k> {
 impl<'k> BatchRead<'k> {
     fn new(keys: &[&'k [u8]]) -> Self {
         let n = keys.len();
-        let mut rows: Vec<usize> = (0..n).collect();
-        rows.sort_unstable_by(|&a, &b| keys[a].cmp(keys[b]));
+        // Sorted by a 16-byte integer prefix first: most comparisons end there, in registers.
+        let mut order: Vec<((u64, u64), usize)> =
+            keys.iter().enumerate().map(|(i, k)| (sort_prefix(k), i)).collect();
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(keys[b.1])));
+        let rows: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
         let mut unique: Vec<&[u8]> = Vec::new();
         let mut first: Vec<usize> = Vec::new();
         for (position, &row) in rows.iter().enumerate() {

@@ -41,6 +41,10 @@ impl Segments {
 
     /// Drops every segment below `lowest_live`; returns the lowest one that was live.
     pub(crate) fn drop_below(&mut self, lowest_live: i64) -> Option<i64> {
+        // Called on every advance of stream time; a split allocates, so only when it drops.
+        if self.ids.first().is_none_or(|&lowest| lowest >= lowest_live) {
+            return None;
+        }
         let kept = self.ids.split_off(&lowest_live);
         let lowest_dropped = self.ids.first().copied();
         self.ids = kept;

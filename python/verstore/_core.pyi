@@ -91,6 +91,11 @@ class VersionedStore:
                 default rule (:func:`default_segment_interval_ms`).
             write_ahead_log: RocksDB's WAL (on: every returned write survives a process crash).
                 Checkpointed partition stores turn it off: their durability is the checkpoint.
+                Off, writes also gather in an in-memory write buffer (as Kafka Streams' record
+                cache) that reads see first, written to RocksDB as one sorted batch when it
+                outgrows a quarter of a memtable, on :meth:`flush`, :meth:`create_checkpoint`
+                and :meth:`close`; without a WAL, nothing written since the last flush survives
+                a crash either way.
             record_changes: Record accepted writes for :meth:`take_changelog`.
             memory_limit_mb: About how much memory this store keeps for itself: a quarter for
                 each of RocksDB's two memtables, half for its cache of latest values (the
@@ -295,7 +300,8 @@ class VersionedStore:
     def create_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Writes a consistent copy (a RocksDB checkpoint) into the new directory ``path``."""
     def flush(self) -> None:
-        """Flushes RocksDB's memtables to SST files (no-op in memory)."""
+        """Writes the write buffer to RocksDB and flushes its memtables to SST files (no-op in
+        memory)."""
     def close(self) -> None:
         """Releases the store and its directory lock. Idempotent."""
     def __enter__(self) -> VersionedStore: ...
