@@ -333,8 +333,11 @@ impl<'k> BatchRead<'k> {
     fn new(keys: &[&'k [u8]]) -> Self {
         let n = keys.len();
         // Sorted by a 16-byte integer prefix first: most comparisons end there, in registers.
-        let mut order: Vec<((u64, u64), usize)> =
-            keys.iter().enumerate().map(|(i, k)| (sort_prefix(k), i)).collect();
+        let mut order: Vec<((u64, u64), usize)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (sort_prefix(k), i))
+            .collect();
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(keys[b.1])));
         let rows: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
         let mut unique: Vec<&[u8]> = Vec::new();
