@@ -401,6 +401,15 @@ impl VersionedStore {
         self.backend.flush()
     }
 
+    /// Writes the write buffer and closes the store (dropping it does the same, without an
+    /// error to report).
+    ///
+    /// # Errors
+    /// Storage errors of the buffer's write.
+    pub fn close(mut self) -> Result<()> {
+        self.write_buffer()
+    }
+
     /// Starts or stops recording accepted writes for [`VersionedStore::take_changes`].
     pub fn set_record_changes(&mut self, record: bool) {
         self.changes = record.then(|| self.changes.take().unwrap_or_default());

@@ -11,10 +11,5 @@ project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_t
 build = project["build-system"]["requires"]
 meta = project["project"]
 extras = meta.get("optional-dependencies", {})
-for requirement in [
-    *build,
-    *meta["dependencies"],
-    *extras.get("dev", []),
-    *extras.get("spark", []),
-]:
+for requirement in [*build, *meta["dependencies"], *extras.get("dev", []), *extras.get("spark", [])]:
     print(requirement)

@@ -303,7 +303,12 @@ class VersionedStore:
         """Writes the write buffer to RocksDB and flushes its memtables to SST files (no-op in
         memory)."""
     def close(self) -> None:
-        """Releases the store and its directory lock. Idempotent."""
+        """Writes the write buffer, if any, and releases the store and its directory lock.
+        Idempotent.
+
+        Raises:
+            StorageError: The write buffer could not be written (the store is closed anyway).
+        """
     def __enter__(self) -> VersionedStore: ...
     def __exit__(
         self,

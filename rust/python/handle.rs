@@ -58,10 +58,14 @@ impl<T: Send> Handle<T> {
         .map_err(to_py)
     }
 
-    /// Takes the value out (closing the handle); RocksDB's shutdown joins background threads,
-    /// so it is dropped without the GIL.
-    pub(crate) fn close(&self, py: Python<'_>) {
+    /// Takes the value out (closing the handle) and ends it with `end` without the GIL
+    /// (RocksDB's shutdown joins background threads). Closing a closed handle does nothing.
+    pub(crate) fn close(
+        &self,
+        py: Python<'_>,
+        end: impl FnOnce(T) -> crate::Result<()> + Send,
+    ) -> PyResult<()> {
         let value = self.lock(py).take();
-        py.detach(move || drop(value));
+        py.detach(move || value.map_or(Ok(()), end)).map_err(to_py)
     }
 }

@@ -261,8 +261,8 @@ impl PyVersionedStore {
         self.inner.detached(py, VersionedStore::flush)
     }
 
-    fn close(&self, py: Python<'_>) {
-        self.inner.close(py);
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.close(py, VersionedStore::close)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -270,8 +270,8 @@ impl PyVersionedStore {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
-        self.close(py);
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
