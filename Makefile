@@ -74,8 +74,15 @@ py-test: develop java-check
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
 	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
 
-bench: develop
-	$(PY) -m pytest benches --benchmark-only --benchmark-sort=name $(PYTEST_FLAGS)
+# Every suite, then BENCHMARKS.md's results and plots from their JSON (scripts/bench_report.py).
+# The criterion bench runs in the release profile: the bench profile would build RocksDB again.
+bench: develop java-check
+	mkdir -p .benchmarks
+	$(PY) -m pytest benches --benchmark-only --benchmark-sort=name \
+	  --benchmark-json=.benchmarks/results.json $(PYTEST_FLAGS)
+	cargo bench --profile release --bench core
+	$(PY) scripts/bench_report.py --pytest .benchmarks/results.json \
+	  --criterion $(CARGO_TARGET_DIR)/criterion --out BENCHMARKS.md --plots docs/benchmarks
 
 lint: develop
 	cargo fmt --check

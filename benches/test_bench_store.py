@@ -1,161 +1,319 @@
-"""Throughput of single-record and batch calls, against a pure-Python versioned history.
+"""Throughput of verstore's calls against the baselines, one group per question.
 
-Each benchmark asserts its result, then times it. Groups answer one question each:
+* ``put_single``: one call per row (250k-style workload, see ``conftest.Workload``);
+* ``put_batch``: the same rows in calls of 10 000;
+* ``get_as_of_single``: random as-of reads, one call per read;
+* ``get_as_of_batch``: the same reads in calls of 10 000.
 
-* put: writing n new keys (one version each), row by row and as one Arrow batch;
-* get: reading n keys back (latest), row by row and as one batch;
-* get_as_of: point-in-time reads of a key with history.
-
-The baseline is what a user writes without verstore: a dict of per-key sorted version lists
-with `bisect` for as-of reads (in memory, no durability, no retention).
+The ceiling is raw RocksDB through rocksdict (one value per key, no versions); the baselines
+are a SQLite temporal table, a dict of sorted lists with ``bisect``, and versioned logic in
+Python over rocksdict (``baselines.py``). Each benchmark asserts its result, then is timed; a
+round that writes gets a fresh store. Rows per round are in ``extra_info["rows"]``.
 """
 
 from __future__ import annotations
 
-import bisect
+import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import verstore
 
-from .conftest import KEYS, RETENTION_MS, Workload
+from .baselines import DictHistory, NaiveRocksHistory, RawRocks, SqliteHistory
+from .conftest import BATCH_ROWS, RETENTION_MS, Workload, expected_as_of, per_row
+
+ROUNDS = 3
+_fresh = itertools.count()
 
 
-def _fresh_store(tmp_path: Path, name: str) -> verstore.VersionedStore:
-    return verstore.VersionedStore(tmp_path / name, history_retention_ms=RETENTION_MS)
+def _store(tmp_path: Path, *, wal: bool = False) -> verstore.VersionedStore:
+    return verstore.VersionedStore(
+        tmp_path / f"store-{next(_fresh)}",
+        history_retention_ms=RETENTION_MS,
+        write_ahead_log=wal,
+    )
 
 
-class DictHistory:
-    """The pure-Python baseline: per key, parallel sorted lists of timestamps and values."""
-
-    def __init__(self) -> None:
-        self.data: dict[bytes, tuple[list[int], list[bytes]]] = {}
-
-    def put(self, key: bytes, value: bytes, ts: int) -> None:
-        times, values = self.data.setdefault(key, ([], []))
-        i = bisect.bisect_right(times, ts)
-        times.insert(i, ts)
-        values.insert(i, value)
-
-    def get(self, key: bytes, as_of: int | None = None) -> bytes | None:
-        entry = self.data.get(key)
-        if entry is None:
-            return None
-        times, values = entry
-        i = len(times) if as_of is None else bisect.bisect_right(times, as_of)
-        return values[i - 1] if i else None
+def _each_round(make: Callable[[], Any]) -> Callable[[], tuple[tuple[Any], dict[str, Any]]]:
+    return lambda: ((make(),), {})
 
 
-@pytest.mark.benchmark(group="put")
-def test_put_single_rocksdb(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
-    counter = iter(range(1_000_000))
+# --- put_single -------------------------------------------------------------------------------
 
-    def setup() -> tuple[tuple[verstore.VersionedStore], dict[str, Any]]:
-        return (_fresh_store(tmp_path, f"single-{next(counter)}"),), {}
 
+@pytest.mark.benchmark(group="put_single")
+@pytest.mark.parametrize("wal", [False, True], ids=["wal_off", "wal_on"])
+def test_put_single_verstore(benchmark: Any, workload: Workload, tmp_path: Path, wal: bool) -> None:
     def run(store: verstore.VersionedStore) -> None:
         put = store.put
         for k, v, t in zip(workload.key_list, workload.value_list, workload.ts_list, strict=True):
             put(k, v, t)
-        assert store.observed_stream_time == KEYS - 1
+        assert store.observed_stream_time == workload.rows - 1
         store.close()
 
-    benchmark.pedantic(run, setup=setup, rounds=3)
+    benchmark.pedantic(run, setup=_each_round(lambda: _store(tmp_path, wal=wal)), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
 
 
-@pytest.mark.benchmark(group="put")
-def test_put_batch_rocksdb(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
-    counter = iter(range(1_000_000))
+@pytest.mark.benchmark(group="put_single")
+def test_put_single_sqlite(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
+    def run(db: SqliteHistory) -> None:
+        execute = db.db.execute
+        sql = db.put_sql
+        db.begin()
+        for k, v, t in zip(workload.key_list, workload.value_list, workload.ts_list, strict=True):
+            execute(sql, (k, t, v))
+        db.commit()
+        db.close()
 
-    def setup() -> tuple[tuple[verstore.VersionedStore], dict[str, Any]]:
-        return (_fresh_store(tmp_path, f"batch-{next(counter)}"),), {}
-
-    def run(store: verstore.VersionedStore) -> None:
-        codes = store.put_batch(workload.keys, workload.values, workload.timestamps)
-        assert codes.null_count == 0 and len(codes) == KEYS
-        store.close()
-
-    benchmark.pedantic(run, setup=setup, rounds=3)
+    make = lambda: SqliteHistory(tmp_path / f"sqlite-{next(_fresh)}.db")  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
 
 
-@pytest.mark.benchmark(group="put")
-def test_put_baseline_dict(benchmark: Any, workload: Workload) -> None:
+@pytest.mark.benchmark(group="put_single")
+def test_put_single_rocksdict_ceiling(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
+    def run(db: RawRocks) -> None:
+        put = db.db.put
+        for k, v in zip(workload.key_list, workload.value_list, strict=True):
+            put(k, v)
+        db.close()
+
+    make = lambda: RawRocks(tmp_path / f"raw-{next(_fresh)}")  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
+
+
+@pytest.mark.benchmark(group="put_single")
+def test_put_single_naive_rocksdict(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
+    def run(db: NaiveRocksHistory) -> None:
+        put = db.put
+        for k, v, t in zip(workload.key_list, workload.value_list, workload.ts_list, strict=True):
+            put(k, v, t)
+        db.close()
+
+    make = lambda: NaiveRocksHistory(tmp_path / f"naive-{next(_fresh)}")  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
+
+
+@pytest.mark.benchmark(group="put_single")
+def test_put_single_dict_bisect(benchmark: Any, workload: Workload) -> None:
     def run() -> DictHistory:
         history = DictHistory()
+        put = history.put
         for k, v, t in zip(workload.key_list, workload.value_list, workload.ts_list, strict=True):
-            history.put(k, v, t)
+            put(k, v, t)
         return history
 
-    history = benchmark.pedantic(run, rounds=3)
-    assert len(history.data) == KEYS
+    history = benchmark.pedantic(run, rounds=ROUNDS)
+    assert len(history.data) == len(set(workload.key_list))
+    per_row(benchmark, workload.rows)
+
+
+# --- put_batch --------------------------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="put_batch")
+@pytest.mark.parametrize("wal", [False, True], ids=["wal_off", "wal_on"])
+def test_put_batch_verstore(benchmark: Any, workload: Workload, tmp_path: Path, wal: bool) -> None:
+    def run(store: verstore.VersionedStore) -> None:
+        for keys, values, times in workload.batches():
+            codes = store.put_batch(keys, values, times)
+            assert codes.null_count == 0
+        assert store.observed_stream_time == workload.rows - 1
+        store.close()
+
+    benchmark.pedantic(run, setup=_each_round(lambda: _store(tmp_path, wal=wal)), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
+
+
+@pytest.mark.benchmark(group="put_batch")
+def test_put_batch_verstore_in_memory(benchmark: Any, workload: Workload) -> None:
+    def run(store: verstore.VersionedStore) -> None:
+        for keys, values, times in workload.batches():
+            store.put_batch(keys, values, times)
+        assert store.observed_stream_time == workload.rows - 1
+
+    make = lambda: verstore.VersionedStore.in_memory(history_retention_ms=RETENTION_MS)  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
+
+
+@pytest.mark.benchmark(group="put_batch")
+def test_put_batch_rocksdict_ceiling(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
+    def run(db: RawRocks) -> None:
+        for start in range(0, workload.rows, BATCH_ROWS):
+            end = start + BATCH_ROWS
+            db.put_batch(workload.key_list[start:end], workload.value_list[start:end])
+        db.close()
+
+    make = lambda: RawRocks(tmp_path / f"raw-{next(_fresh)}")  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
+
+
+@pytest.mark.benchmark(group="put_batch")
+def test_put_batch_sqlite(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
+    rows = list(zip(workload.key_list, workload.ts_list, workload.value_list, strict=True))
+
+    def run(db: SqliteHistory) -> None:
+        db.begin()
+        for start in range(0, workload.rows, BATCH_ROWS):
+            db.db.executemany(db.put_sql, rows[start : start + BATCH_ROWS])
+        db.commit()
+        db.close()
+
+    make = lambda: SqliteHistory(tmp_path / f"sqlite-{next(_fresh)}.db")  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
+    per_row(benchmark, workload.rows)
+
+
+# --- loaded stores for the reads ----------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def loaded_store(
-    workload: Workload, tmp_path_factory: pytest.TempPathFactory
-) -> verstore.VersionedStore:
-    store = _fresh_store(tmp_path_factory.mktemp("loaded"), "store")
-    store.put_batch(workload.keys, workload.values, workload.timestamps)
+def loaded(workload: Workload, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every contender holding the workload (persistent ones flushed to files)."""
+    root = tmp_path_factory.mktemp("loaded")
+    store = _store(root)
+    memory = verstore.VersionedStore.in_memory(history_retention_ms=RETENTION_MS)
+    for keys, values, times in workload.batches():
+        store.put_batch(keys, values, times)
+        memory.put_batch(keys, values, times)
     store.flush()
-    return store
-
-
-@pytest.mark.benchmark(group="get")
-def test_get_single_rocksdb(
-    benchmark: Any, workload: Workload, loaded_store: verstore.VersionedStore
-) -> None:
-    def run() -> int:
-        get = loaded_store.get
-        return sum(1 for k in workload.key_list if get(k) is not None)
-
-    assert benchmark.pedantic(run, rounds=3) == KEYS
-
-
-@pytest.mark.benchmark(group="get")
-def test_get_batch_rocksdb(
-    benchmark: Any, workload: Workload, loaded_store: verstore.VersionedStore
-) -> None:
-    def run() -> int:
-        batch = loaded_store.get_batch(workload.keys)
-        return len(batch) - batch.column("value").null_count
-
-    assert benchmark.pedantic(run, rounds=3) == KEYS
-
-
-@pytest.mark.benchmark(group="get")
-def test_get_baseline_dict(benchmark: Any, workload: Workload) -> None:
+    sqlite = SqliteHistory(root / "sqlite.db")
+    sqlite.begin()
+    sqlite.db.executemany(
+        sqlite.put_sql,
+        zip(workload.key_list, workload.ts_list, workload.value_list, strict=True),
+    )
+    sqlite.commit()
+    raw = RawRocks(root / "raw")
+    raw.put_batch(workload.key_list, workload.value_list)
+    raw.db.flush()
+    naive = NaiveRocksHistory(root / "naive")
     history = DictHistory()
     for k, v, t in zip(workload.key_list, workload.value_list, workload.ts_list, strict=True):
+        naive.put(k, v, t)
         history.put(k, v, t)
+    naive.db.flush()
+    return {
+        "store": store,
+        "memory": memory,
+        "sqlite": sqlite,
+        "raw": raw,
+        "naive": naive,
+        "dict": history,
+    }
+
+
+# --- get_as_of_single -------------------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="get_as_of_single")
+@pytest.mark.parametrize("contender", ["store", "memory"])
+def test_get_as_of_single_verstore(
+    benchmark: Any, workload: Workload, loaded: dict[str, Any], contender: str
+) -> None:
+    get = loaded[contender].get
 
     def run() -> int:
-        return sum(1 for k in workload.key_list if history.get(k) is not None)
+        return sum(
+            1
+            for k, t in zip(workload.probe_keys, workload.probe_times, strict=True)
+            if get(k, t) is not None
+        )
 
-    assert benchmark.pedantic(run, rounds=3) == KEYS
-
-
-HOT_KEYS = 1_000
-VERSIONS_PER_KEY = 50
-
-
-@pytest.fixture(scope="module")
-def history_store(tmp_path_factory: pytest.TempPathFactory) -> verstore.VersionedStore:
-    store = _fresh_store(tmp_path_factory.mktemp("history"), "store")
-    keys = [f"sym-{i:05d}".encode() for i in range(HOT_KEYS)] * VERSIONS_PER_KEY
-    times = [10 * (i // HOT_KEYS) for i in range(len(keys))]
-    store.put_batch(keys, [str(t).encode() for t in times], times)
-    store.flush()
-    return store
+    assert benchmark.pedantic(run, rounds=ROUNDS) == expected_as_of(workload)
+    per_row(benchmark, len(workload.probe_keys))
 
 
-@pytest.mark.benchmark(group="get_as_of")
-def test_get_as_of_batch_rocksdb(benchmark: Any, history_store: verstore.VersionedStore) -> None:
-    keys = [f"sym-{i % HOT_KEYS:05d}".encode() for i in range(50_000)]
-    as_of = [(i * 7) % (10 * VERSIONS_PER_KEY) for i in range(50_000)]
+@pytest.mark.benchmark(group="get_as_of_single")
+def test_get_as_of_single_sqlite(
+    benchmark: Any, workload: Workload, loaded: dict[str, Any]
+) -> None:
+    db: SqliteHistory = loaded["sqlite"]
+    execute, sql = db.db.execute, db.get_sql
 
     def run() -> int:
-        batch = history_store.get_batch(keys, as_of=as_of)
-        return len(batch) - batch.column("value").null_count
+        return sum(
+            1
+            for k, t in zip(workload.probe_keys, workload.probe_times, strict=True)
+            if execute(sql, (k, t)).fetchone() is not None
+        )
 
-    assert benchmark.pedantic(run, rounds=3) == 50_000
+    assert benchmark.pedantic(run, rounds=ROUNDS) == expected_as_of(workload)
+    per_row(benchmark, len(workload.probe_keys))
+
+
+@pytest.mark.benchmark(group="get_as_of_single")
+def test_get_as_of_single_rocksdict_ceiling(
+    benchmark: Any, workload: Workload, loaded: dict[str, Any]
+) -> None:
+    get = loaded["raw"].db.get
+
+    def run() -> int:
+        return sum(1 for k in workload.probe_keys if get(k) is not None)
+
+    assert benchmark.pedantic(run, rounds=ROUNDS) == len(workload.probe_keys)
+    per_row(benchmark, len(workload.probe_keys))
+
+
+@pytest.mark.benchmark(group="get_as_of_single")
+@pytest.mark.parametrize("contender", ["naive", "dict"])
+def test_get_as_of_single_python(
+    benchmark: Any, workload: Workload, loaded: dict[str, Any], contender: str
+) -> None:
+    get = loaded[contender].get
+
+    def run() -> int:
+        return sum(
+            1
+            for k, t in zip(workload.probe_keys, workload.probe_times, strict=True)
+            if get(k, t) is not None
+        )
+
+    assert benchmark.pedantic(run, rounds=ROUNDS) == expected_as_of(workload)
+    per_row(benchmark, len(workload.probe_keys))
+
+
+# --- get_as_of_batch --------------------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="get_as_of_batch")
+@pytest.mark.parametrize("contender", ["store", "memory"])
+def test_get_as_of_batch_verstore(
+    benchmark: Any, workload: Workload, loaded: dict[str, Any], contender: str
+) -> None:
+    store: verstore.VersionedStore = loaded[contender]
+
+    def run() -> int:
+        found = 0
+        for keys, times in workload.probe_batches():
+            batch = store.get_batch(keys, as_of=times)
+            found += len(batch) - batch.column("value").null_count
+        return found
+
+    assert benchmark.pedantic(run, rounds=ROUNDS) == expected_as_of(workload)
+    per_row(benchmark, len(workload.probe_keys))
+
+
+@pytest.mark.benchmark(group="get_as_of_batch")
+def test_get_as_of_batch_rocksdict_ceiling(
+    benchmark: Any, workload: Workload, loaded: dict[str, Any]
+) -> None:
+    raw: RawRocks = loaded["raw"]
+    keys = workload.probe_keys
+
+    def run() -> int:
+        found = 0
+        for start in range(0, len(keys), BATCH_ROWS):
+            values = raw.multi_get(keys[start : start + BATCH_ROWS])
+            found += sum(1 for v in values if v is not None)
+        return found
+
+    assert benchmark.pedantic(run, rounds=ROUNDS) == len(keys)
+    per_row(benchmark, len(keys))

@@ -3,34 +3,143 @@
 //! Kafka's `VersionedStoreClient` lets one put algorithm serve live writes and changelog restore.
 //! Here that client is [`Txn`]: reads see the transaction's own pending writes first, segment
 //! creation and expiry update the live set as they happen, and `commit` turns everything —
-//! dropped segments, rows, latest values and the new observed stream time — into one atomic
-//! [`WriteSet`]. A single put, a whole batch and a restore batch are each one transaction, so
-//! there is no half-written two-location update to recover from (Kafka's KAFKA-14491 [16/N]).
+//! dropped segments, rows, row appends, latest values and the new observed stream time — into
+//! one atomic [`WriteSet`]. A single put, a whole batch and a restore batch are each one
+//! transaction, so there is no half-written two-location update to recover from (Kafka's
+//! KAFKA-14491 [16/N]).
+//!
+//! A pending key holds its replacement value, if any, and the row appends made since: appending
+//! to a row never reads it, and a row read inside the transaction applies the appends to a copy.
+//! The pending writes are an [`Overlay`]; a store whose write-ahead log is off keeps one across
+//! calls as a write buffer (Kafka Streams' record cache): each call's transaction is absorbed
+//! into it, and it is written to RocksDB as one sorted batch when it grows past its bound, on
+//! `flush`, on `checkpoint` and on close. Reads see it first. Without a write-ahead log nothing
+//! written since the last flush survives a crash either way, so the buffer loses no guarantee;
+//! with the log on, every call is written before it returns.
 
 use std::collections::HashMap;
 
-use crate::backend::{Backend, WriteSet};
+use crate::backend::{Backend, Visit, VisitIndexed, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
 use crate::config::StoreConfig;
 use crate::error::Result;
-use crate::format::key::{META_SEGMENT, segment_of, storage_key};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, segment_of, storage_key};
 use crate::format::meta;
+use crate::format::segment_value::{Entry, encode_append, merge_appends};
+use crate::latest::LatestCache;
 use crate::segments::Segments;
 
-/// Reads of storage keys, by the read algorithms.
+/// Reads of storage keys, by the read algorithms: `visit` gets the bytes, borrowed.
 pub(crate) trait ReadClient {
-    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
     fn location(&self) -> String;
 }
 
 impl ReadClient for dyn Backend + '_ {
-    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get(key)
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        self.get_with(key, visit)
     }
 
     fn location(&self) -> String {
         Backend::location(self)
     }
+}
+
+fn is_latest_key(key: &[u8]) -> bool {
+    segment_of(key) == Some(LATEST_SEGMENT)
+}
+
+/// Committed state: the backend, with latest-value entries through the cache when there is one.
+#[derive(Clone, Copy)]
+pub(crate) struct Stored<'a> {
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) cache: Option<&'a LatestCache>,
+}
+
+impl ReadClient for Stored<'_> {
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        let Some(cache) = self.cache.filter(|_| is_latest_key(key)) else {
+            return self.backend.get_with(key, visit);
+        };
+        if let Some(result) = cache.with(key, &mut *visit) {
+            return result;
+        }
+        self.backend.get_with(key, &mut |entry| {
+            cache.insert(key.to_vec(), entry.map(<[u8]>::to_vec));
+            visit(entry)
+        })
+    }
+
+    fn location(&self) -> String {
+        self.backend.location()
+    }
+}
+
+/// What a store's reads see: its write buffer (when it keeps one) over the committed state.
+#[derive(Clone, Copy)]
+pub(crate) struct Reader<'a> {
+    pub(crate) stored: Stored<'a>,
+    pub(crate) buffer: Option<&'a Overlay>,
+}
+
+impl Reader<'_> {
+    /// Calls `visit(i, value)` for every `keys[i]` (sorted): what the buffer decides, then the
+    /// cache, then one `MultiGet` of the rest.
+    pub(crate) fn multi_read(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
+        let mut misses: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if let Some(buffer) = self.buffer.filter(|b| b.decides(key)) {
+                buffer.read_with(key, &self.stored, &mut |value| visit(i, value))?;
+                continue;
+            }
+            let cached = self
+                .stored
+                .cache
+                .filter(|_| is_latest_key(key))
+                .and_then(|c| c.with(key, |entry| visit(i, entry)));
+            match cached {
+                Some(result) => result?,
+                None => misses.push(i),
+            }
+        }
+        let to_fetch: Vec<&[u8]> = misses.iter().map(|&i| keys[i]).collect();
+        self.stored.backend.multi_get(&to_fetch, &mut |m, value| {
+            if let Some(cache) = self.stored.cache.filter(|_| is_latest_key(to_fetch[m])) {
+                cache.insert(to_fetch[m].to_vec(), value.map(<[u8]>::to_vec));
+            }
+            visit(misses[m], value)
+        })
+    }
+}
+
+impl ReadClient for Reader<'_> {
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        match self.buffer {
+            Some(buffer) => buffer.read_with(key, &self.stored, visit),
+            None => self.stored.read_with(key, visit),
+        }
+    }
+
+    fn location(&self) -> String {
+        self.stored.location()
+    }
+}
+
+/// Reads `key` through `client` and maps the borrowed bytes with `f`.
+pub(crate) fn read_map<T>(
+    client: &(impl ReadClient + ?Sized),
+    key: &[u8],
+    f: impl FnOnce(Option<&[u8]>) -> Result<T>,
+) -> Result<T> {
+    let mut f = Some(f);
+    let mut out = None;
+    client.read_with(key, &mut |value| {
+        if let Some(f) = f.take() {
+            out = Some(f(value)?);
+        }
+        Ok(())
+    })?;
+    out.ok_or_else(|| crate::Error::corrupt(client.location(), "a read returned no value"))
 }
 
 /// The in-memory part of a store's state, derived from storage on open.
@@ -42,55 +151,57 @@ pub(crate) struct State {
     pub(crate) segments: Segments,
 }
 
-/// A write transaction: pending writes plus the state changes they imply.
-pub(crate) struct Txn<'s> {
-    backend: &'s mut dyn Backend,
-    pub(crate) state: &'s mut State,
-    pending: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    /// Segments dropped by this transaction: `[lowest dropped, lowest live)`.
-    dropped: Option<(i64, i64)>,
-    stream_time_changed: bool,
-    /// Accepted writes, in order, when the store records a changelog.
-    pub(crate) log: Option<Vec<ChangelogRecord>>,
+/// What a pending write replaces a key's stored value with.
+#[derive(Debug)]
+enum Base {
+    /// The stored value (nothing written yet).
+    Stored,
+    Put(Vec<u8>),
+    Deleted,
+    /// Nothing is stored (a read found no value): appends then make a new row, written whole
+    /// rather than as a merge operand with no base.
+    Absent,
 }
 
-impl<'s> Txn<'s> {
-    pub(crate) fn begin(backend: &'s mut dyn Backend, state: &'s mut State) -> Self {
-        Self {
-            backend,
-            state,
-            pending: HashMap::new(),
-            dropped: None,
-            stream_time_changed: false,
-            log: None,
-        }
+#[derive(Debug)]
+struct Pending {
+    base: Base,
+    /// Row appends on top of `base`, concatenated.
+    appends: Vec<u8>,
+}
+
+impl Pending {
+    fn bytes(&self, key: &[u8]) -> usize {
+        let base = match &self.base {
+            Base::Put(v) => v.len(),
+            Base::Stored | Base::Deleted | Base::Absent => 0,
+        };
+        key.len() + base + self.appends.len() + 64
+    }
+}
+
+/// Writes not yet in the backend: per key a replacement value and row appends, the segments
+/// dropped, and whether observed stream time moved. A transaction collects its writes in one;
+/// a store whose write-ahead log is off keeps one across calls as its write buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    pending: HashMap<Vec<u8>, Pending, foldhash::fast::RandomState>,
+    /// Segments dropped: `[lowest dropped, lowest live)`.
+    dropped: Option<(i64, i64)>,
+    stream_time_changed: bool,
+    /// About how many bytes `pending` holds.
+    bytes: usize,
+}
+
+impl Overlay {
+    /// Whether there is nothing to write.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.dropped.is_none() && !self.stream_time_changed
     }
 
-    /// Stages a write (`None` deletes). A row in a history segment registers that segment.
-    pub(crate) fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
-        if let Some(segment) = segment_of(&key).filter(|&s| s >= 0 && value.is_some()) {
-            self.state.segments.insert(segment);
-        }
-        self.pending.insert(key, value);
-    }
-
-    /// Advances observed stream time and drops the segments it expires (Kafka: once per
-    /// accepted write, with the new stream time).
-    pub(crate) fn advance_stream_time(&mut self, timestamp: i64) {
-        if timestamp <= self.state.stream_time {
-            return;
-        }
-        self.state.stream_time = timestamp;
-        self.stream_time_changed = true;
-        let config = self.state.config;
-        let horizon = timestamp.saturating_sub(config.history_retention_ms());
-        let lowest_live = config.segment_id(horizon);
-        if let Some(lowest_dropped) = self.state.segments.drop_below(lowest_live) {
-            let from = self
-                .dropped
-                .map_or(lowest_dropped, |(from, _)| from.min(lowest_dropped));
-            self.dropped = Some((from, lowest_live));
-        }
+    /// About how many bytes the pending writes hold.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     fn is_dropped(&self, key: &[u8]) -> bool {
@@ -100,46 +211,323 @@ impl<'s> Txn<'s> {
         }
     }
 
-    /// Applies everything atomically and returns the accepted writes it logged. On error
-    /// nothing was written; the caller reloads state.
-    pub(crate) fn commit(self) -> Result<Option<Vec<ChangelogRecord>>> {
+    /// Whether this overlay answers for `key` (a pending write, or a dropped segment).
+    fn decides(&self, key: &[u8]) -> bool {
+        self.pending.contains_key(key) || self.is_dropped(key)
+    }
+
+    fn put(&mut self, key: Vec<u8>, pending: Pending) {
+        self.bytes += pending.bytes(&key);
+        if let Some(old) = self.pending.insert(key, pending) {
+            self.bytes = self.bytes.saturating_sub(old.bytes(&[]));
+        }
+    }
+
+    fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        let base = value.map_or(Base::Deleted, Base::Put);
+        self.put(
+            key,
+            Pending {
+                base,
+                appends: Vec::new(),
+            },
+        );
+    }
+
+    fn append_encoded(&mut self, key: Vec<u8>, operand: &[u8]) {
+        self.bytes += operand.len();
+        match self.pending.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                slot.get_mut().appends.extend_from_slice(operand);
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                self.bytes += slot.key().len() + 64;
+                slot.insert(Pending {
+                    base: Base::Stored,
+                    appends: operand.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// Records that `key` holds no value below this overlay (a read found none), unless the
+    /// overlay already has a write for it.
+    fn note_absent(&mut self, key: &[u8]) {
+        if !self.pending.contains_key(key) {
+            self.put(
+                key.to_vec(),
+                Pending {
+                    base: Base::Absent,
+                    appends: Vec::new(),
+                },
+            );
+        }
+    }
+
+    /// Records that segments `[from, to)` are dropped, and forgets its writes there.
+    fn drop_segments(&mut self, from: i64, to: i64) {
+        let start = self.dropped.map_or(from, |(f, _)| f.min(from));
+        let end = self.dropped.map_or(to, |(_, t)| t.max(to));
+        self.dropped = Some((start, end));
+        let before = self.pending.len();
+        self.pending
+            .retain(|key, _| segment_of(key).is_none_or(|s| !(from..to).contains(&s)));
+        if self.pending.len() != before {
+            self.bytes = self.pending.iter().map(|(k, p)| p.bytes(k)).sum();
+        }
+    }
+
+    /// `key`'s value as seen through this overlay over `lower`.
+    fn read_with(
+        &self,
+        key: &[u8],
+        lower: &(impl ReadClient + ?Sized),
+        visit: &mut Visit<'_>,
+    ) -> Result<()> {
+        let Some(pending) = self.pending.get(key) else {
+            if self.is_dropped(key) {
+                return visit(None);
+            }
+            return lower.read_with(key, visit);
+        };
+        let appends = std::iter::once(&pending.appends[..]);
+        match (&pending.base, pending.appends.is_empty()) {
+            (Base::Stored, true) => {
+                if self.is_dropped(key) {
+                    visit(None)
+                } else {
+                    lower.read_with(key, visit)
+                }
+            }
+            (Base::Put(value), true) => visit(Some(value)),
+            (Base::Deleted | Base::Absent, true) => visit(None),
+            (Base::Put(value), false) => visit(Some(&merge_appends(Some(value), appends))),
+            (Base::Deleted | Base::Absent, false) => visit(Some(&merge_appends(None, appends))),
+            (Base::Stored, false) => {
+                let mut merged = Vec::new();
+                lower.read_with(key, &mut |base| {
+                    merged = merge_appends(base, appends.clone());
+                    Ok(())
+                })?;
+                visit(Some(&merged))
+            }
+        }
+    }
+
+    /// Takes `newer`'s writes in, as if they had been made here after the existing ones.
+    pub(crate) fn absorb(&mut self, newer: Overlay) {
+        if let Some((from, to)) = newer.dropped {
+            self.drop_segments(from, to);
+        }
+        self.stream_time_changed |= newer.stream_time_changed;
+        self.pending.reserve(newer.pending.len());
+        for (key, pending) in newer.pending {
+            let added = pending.bytes(&key);
+            match self.pending.entry(key) {
+                std::collections::hash_map::Entry::Occupied(mut slot)
+                    if matches!(pending.base, Base::Stored | Base::Absent) =>
+                {
+                    self.bytes += pending.appends.len();
+                    slot.get_mut().appends.extend_from_slice(&pending.appends);
+                }
+                std::collections::hash_map::Entry::Occupied(mut slot) => {
+                    let old = std::mem::replace(slot.get_mut(), pending);
+                    self.bytes = (self.bytes + added).saturating_sub(old.bytes(slot.key()));
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    self.bytes += added;
+                    slot.insert(pending);
+                }
+            }
+        }
+    }
+
+    /// The writes as one backend write (sorted when `sorted`) that also records `stream_time`.
+    fn into_write_set(self, stream_time: i64, sorted: bool) -> WriteSet {
         let dropped = self.dropped;
-        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
-            .pending
-            .into_iter()
-            .filter(|(key, _)| match (dropped, segment_of(key)) {
-                (Some((from, to)), Some(segment)) => !(from..to).contains(&segment),
-                _ => true,
-            })
-            .collect();
+        let mut writes: Vec<(Vec<u8>, Write)> = Vec::with_capacity(self.pending.len() + 1);
+        for (key, pending) in self.pending {
+            let appends = (!pending.appends.is_empty()).then_some(&pending.appends[..]);
+            let write = match (pending.base, appends) {
+                (Base::Stored | Base::Absent, None) => continue,
+                (Base::Stored, Some(_)) => Write::Append(pending.appends),
+                (Base::Put(value), None) => Write::Put(value),
+                (Base::Put(value), Some(ops)) => {
+                    Write::Put(merge_appends(Some(&value), std::iter::once(ops)))
+                }
+                (Base::Deleted, None) => Write::Delete,
+                (Base::Deleted | Base::Absent, Some(ops)) => {
+                    Write::Put(merge_appends(None, std::iter::once(ops)))
+                }
+            };
+            writes.push((key, write));
+        }
         if self.stream_time_changed {
             writes.push((
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-                Some(meta::encode_stream_time(self.state.stream_time)),
+                Write::Put(meta::encode_stream_time(stream_time)),
             ));
         }
-        if !writes.is_empty() || dropped.is_some() {
-            self.backend.write(WriteSet {
+        if !sorted {
+            return WriteSet {
                 drop_segments: dropped,
                 writes,
-            })?;
+            };
         }
-        Ok(self.log)
+        // RocksDB inserts a batch into its memtable skiplist in order, and an insert next to the
+        // previous one reuses its search path: sorted, a batch inserts several times faster.
+        let mut order: Vec<((u64, u64), usize)> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| (sort_prefix(key), i))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| writes[a.1].0.cmp(&writes[b.1].0))
+        });
+        let mut slots: Vec<Option<(Vec<u8>, Write)>> = writes.into_iter().map(Some).collect();
+        let writes = order
+            .iter()
+            .filter_map(|&(_, i)| slots.get_mut(i).and_then(Option::take))
+            .collect();
+        WriteSet {
+            drop_segments: dropped,
+            writes,
+        }
+    }
+
+    /// Writes everything to `backend` atomically (with `stream_time`) and updates `cache`.
+    pub(crate) fn write_to(
+        self,
+        backend: &mut dyn Backend,
+        cache: Option<&LatestCache>,
+        stream_time: i64,
+    ) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.into_write_set(stream_time, backend.sorted_writes());
+        backend.write(&mut batch)?;
+        if let Some(cache) = cache {
+            for (key, write) in batch.writes {
+                match write {
+                    _ if !is_latest_key(&key) => {}
+                    Write::Put(entry) => cache.insert(key, Some(entry)),
+                    Write::Delete => cache.insert(key, None),
+                    Write::Append(_) => {}
+                }
+            }
+        }
+        Ok(())
     }
 }
 
+/// A write transaction: its own writes over the store's buffer and committed state, plus the
+/// state changes they imply. `finish` hands the writes back to the store, which writes them
+/// or buffers them.
+pub(crate) struct Txn<'s> {
+    reader: Reader<'s>,
+    pub(crate) state: &'s mut State,
+    overlay: Overlay,
+    /// Accepted writes, in order, when the store records a changelog.
+    pub(crate) log: Option<Vec<ChangelogRecord>>,
+}
+
+impl<'s> Txn<'s> {
+    pub(crate) fn begin(reader: Reader<'s>, state: &'s mut State) -> Self {
+        Self {
+            reader,
+            state,
+            overlay: Overlay::default(),
+            log: None,
+        }
+    }
+
+    /// Makes room for the writes of `rows` puts (about two keys each).
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.overlay.pending.reserve(rows.saturating_mul(2));
+    }
+
+    /// A read of `key` copied out (the put algorithm edits what it reads).
+    pub(crate) fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        read_map(self, key, |value| Ok(value.map(<[u8]>::to_vec)))
+    }
+
+    /// A read of a history row copied out; a row found missing is remembered as such, so that
+    /// a version appended to it later is written as a whole new row.
+    pub(crate) fn read_row(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let row = self.read(key)?;
+        if row.is_none() {
+            self.overlay.note_absent(key);
+        }
+        Ok(row)
+    }
+
+    /// Stages a write (`None` deletes). A row in a history segment registers that segment.
+    pub(crate) fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if let Some(segment) = segment_of(&key).filter(|&s| s >= 0 && value.is_some()) {
+            self.state.segments.insert(segment);
+        }
+        self.overlay.write(key, value);
+    }
+
+    /// Stages a row append: `entry`, valid until `valid_to`, becomes the newest version of the
+    /// row under `key` (a new row when there is none), without reading it.
+    pub(crate) fn append(&mut self, key: Vec<u8>, entry: Entry<'_>, valid_to: i64) {
+        let mut operand = Vec::new();
+        encode_append(entry, valid_to, &mut operand);
+        self.append_encoded(key, &operand);
+    }
+
+    /// [`Txn::append`] of an operand made by `encode_append`.
+    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: &[u8]) {
+        if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
+            self.state.segments.insert(segment);
+        }
+        self.overlay.append_encoded(key, operand);
+    }
+
+    /// Advances observed stream time and drops the segments it expires (Kafka: once per
+    /// accepted write, with the new stream time).
+    pub(crate) fn advance_stream_time(&mut self, timestamp: i64) {
+        if timestamp <= self.state.stream_time {
+            return;
+        }
+        self.state.stream_time = timestamp;
+        self.overlay.stream_time_changed = true;
+        let config = self.state.config;
+        let horizon = timestamp.saturating_sub(config.history_retention_ms());
+        let lowest_live = config.segment_id(horizon);
+        if let Some(lowest_dropped) = self.state.segments.drop_below(lowest_live) {
+            self.overlay.drop_segments(lowest_dropped, lowest_live);
+        }
+    }
+
+    /// The transaction's writes and the accepted writes it logged.
+    pub(crate) fn finish(self) -> (Overlay, Option<Vec<ChangelogRecord>>) {
+        (self.overlay, self.log)
+    }
+}
+
+/// The first 16 bytes of a storage key as an integer pair that orders like the bytes: most
+/// comparisons in a sort of storage keys end there.
+pub(crate) fn sort_prefix(key: &[u8]) -> (u64, u64) {
+    let word = |offset: usize| {
+        let mut chunk = [0u8; 8];
+        let bytes = key.get(offset..).unwrap_or_default();
+        let n = bytes.len().min(8);
+        chunk[..n].copy_from_slice(&bytes[..n]);
+        u64::from_be_bytes(chunk)
+    };
+    (word(0), word(8))
+}
+
 impl ReadClient for Txn<'_> {
-    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(value) = self.pending.get(key) {
-            return Ok(value.clone());
-        }
-        if self.is_dropped(key) {
-            return Ok(None);
-        }
-        self.backend.get(key)
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        self.overlay.read_with(key, &self.reader, visit)
     }
 
     fn location(&self) -> String {
-        self.backend.location()
+        self.reader.location()
     }
 }

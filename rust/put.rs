@@ -17,11 +17,11 @@
 //! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
 use crate::changelog::ChangelogRecord;
-use crate::client::{ReadClient, Txn};
+use crate::client::{Txn, read_map};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, storage_key};
 use crate::format::latest_value;
-use crate::format::segment_value::{Entry, SegmentRow};
+use crate::format::segment_value::{Entry, SegmentRow, encode_append};
 use crate::read::{self, row_location};
 use crate::record::{PutOutcome, VersionedRecord};
 
@@ -63,8 +63,8 @@ impl Txn<'_> {
         timestamp < self.state.stream_time.saturating_sub(grace)
     }
 
-    fn row(&self, segment: i64, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read(&storage_key(segment, key))
+    fn row(&mut self, segment: i64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read_row(&storage_key(segment, key))
     }
 
     fn decode<'a>(&self, bytes: &'a [u8], segment: i64, key: &[u8]) -> Result<SegmentRow<'a>> {
@@ -88,16 +88,28 @@ impl Txn<'_> {
             value,
         };
 
-        // Step 1: the latest-value store.
+        // Step 1: the latest-value store. A newer version moves the latest value into the row
+        // of its new valid-to's segment as a row append (encoded straight from the read bytes).
         let mut found: Option<i64> = None;
-        if let Some(bytes) = self.read(&latest_key)? {
-            let (latest_ts, latest) = latest_value::decode(&bytes)?;
-            if ts > latest_ts {
+        let latest = read_map(&*self, &latest_key, |bytes| {
+            let Some(bytes) = bytes else {
+                return Ok(None);
+            };
+            let (latest_ts, latest) = latest_value::decode(bytes)?;
+            let moved = (ts > latest_ts).then(|| {
+                let mut operand = Vec::with_capacity(24 + latest.len());
                 let previous = Entry {
                     timestamp: latest_ts,
                     value: Some(latest),
                 };
-                self.append_newest(config.segment_id(ts), key, previous, ts)?;
+                encode_append(previous, ts, &mut operand);
+                operand
+            });
+            Ok(Some((latest_ts, moved)))
+        })?;
+        if let Some((latest_ts, moved)) = latest {
+            if let Some(operand) = moved {
+                self.append_encoded(storage_key(config.segment_id(ts), key), &operand);
                 self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
                 return Ok(None);
             }
@@ -112,11 +124,14 @@ impl Txn<'_> {
             found = Some(latest_ts);
         }
 
-        // Step 2: rows newest first, down to the segment of `ts`.
+        // Step 2: rows newest first, down to the segment of `ts`. Versions older than a known
+        // one at `t` end at or before `t`, so their rows (and an implicit tombstone's) lie in
+        // `segment_id(t)` or below: the walk skips the segments in between.
         let target = config.segment_id(ts);
-        let segments: Vec<i64> = self.state.segments.newest_first_from(target).collect();
+        let mut upper = found.map_or(i64::MAX, |t| config.segment_id(t));
         let mut ended_at_ts_degenerate = false;
-        for segment in segments {
+        while let Some(segment) = self.state.segments.newest_at_most(upper, target) {
+            upper = segment - 1;
             let Some(bytes) = self.row(segment, key)? else {
                 continue;
             };
@@ -127,6 +142,7 @@ impl Txn<'_> {
             }
             if row.min_timestamp() > ts {
                 found = Some(row.min_timestamp());
+                upper = upper.min(config.segment_id(row.min_timestamp()));
                 continue;
             }
             // This row covers `ts`.
@@ -149,7 +165,7 @@ impl Txn<'_> {
                         "a version other than the oldest starts in an older segment",
                     ));
                 }
-                self.append_newest(target, key, covering, ts)?;
+                self.append(storage_key(target, key), covering, ts);
                 row.replace_entry(index, new);
             }
             self.write_row(segment, key, &row);
@@ -196,27 +212,6 @@ impl Txn<'_> {
                         "row covers a time no newer segment reached",
                     ));
                 }
-                self.write_row(segment, key, &row);
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends `entry`, valid until `valid_to`, as the newest version of the row in `segment`.
-    fn append_newest(
-        &mut self,
-        segment: i64,
-        key: &[u8],
-        entry: Entry<'_>,
-        valid_to: i64,
-    ) -> Result<()> {
-        match self.row(segment, key)? {
-            None => self.write_row(segment, key, &SegmentRow::single(entry, valid_to)),
-            Some(bytes) => {
-                let mut row = self.decode(&bytes, segment, key)?;
-                row.append_newest(entry, valid_to).map_err(|_| {
-                    self.invariant(segment, key, "row ends after the appended version")
-                })?;
                 self.write_row(segment, key, &row);
             }
         }

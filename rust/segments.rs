@@ -22,9 +22,12 @@ impl Segments {
         }
     }
 
-    /// Live segments with id `>= lowest`, newest first.
-    pub(crate) fn newest_first_from(&self, lowest: i64) -> impl Iterator<Item = i64> + '_ {
-        self.ids.range(lowest..).rev().copied()
+    /// The newest live segment in `[lowest, upper]`.
+    pub(crate) fn newest_at_most(&self, upper: i64, lowest: i64) -> Option<i64> {
+        if upper < lowest {
+            return None;
+        }
+        self.ids.range(lowest..=upper).next_back().copied()
     }
 
     /// All live segments, newest first.
@@ -38,6 +41,10 @@ impl Segments {
 
     /// Drops every segment below `lowest_live`; returns the lowest one that was live.
     pub(crate) fn drop_below(&mut self, lowest_live: i64) -> Option<i64> {
+        // Called on every advance of stream time; a split allocates, so only when it drops.
+        if self.ids.first().is_none_or(|&lowest| lowest >= lowest_live) {
+            return None;
+        }
         let kept = self.ids.split_off(&lowest_live);
         let lowest_dropped = self.ids.first().copied();
         self.ids = kept;
@@ -59,6 +66,9 @@ mod tests {
         assert_eq!(segments.drop_below(0), None);
         assert_eq!(segments.drop_below(3), Some(0));
         assert_eq!(segments.newest_first().collect::<Vec<_>>(), vec![7, 3]);
-        assert_eq!(segments.newest_first_from(4).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(segments.newest_at_most(6, 0), Some(3));
+        assert_eq!(segments.newest_at_most(7, 4), Some(7));
+        assert_eq!(segments.newest_at_most(6, 4), None);
+        assert_eq!(segments.newest_at_most(2, 4), None);
     }
 }

@@ -15,14 +15,15 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
-use crate::backend::{Backend, WriteSet};
+use crate::backend::{Backend, Write, WriteSet};
 use crate::changelog::ChangelogRecord;
-use crate::client::{State, Txn};
+use crate::client::{Overlay, Reader, State, Stored, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::format::key::{META_SEGMENT, storage_key};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::meta;
-use crate::read::{self, ResultOrder};
+use crate::latest::LatestCache;
+use crate::read::{self, AsOf, RecordColumns, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
 use crate::segments::Segments;
 
@@ -34,6 +35,12 @@ const LOCK_FILE: &str = "verstore.lock";
 /// A versioned key-value store.
 pub struct VersionedStore {
     backend: Box<dyn Backend>,
+    /// Latest-value entries, for persistent stores (see [`crate::latest`]).
+    cache: Option<LatestCache>,
+    /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log (see
+    /// [`crate::client`]), and the size at which they are written.
+    buffer: Option<Overlay>,
+    buffer_limit: usize,
     state: State,
     path: Option<PathBuf>,
     /// Accepted writes since the last `take_changes`, when recording (checkpointed stores).
@@ -50,6 +57,24 @@ impl std::fmt::Debug for VersionedStore {
             .field("config", &self.state.config)
             .field("observed_stream_time", &self.state.stream_time)
             .finish_non_exhaustive()
+    }
+}
+
+/// `VersionedStore("<path>" or in-memory, history_retention_ms=.., segment_interval_ms=..,
+/// observed_stream_time=..)`.
+impl std::fmt::Display for VersionedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.path {
+            Some(path) => write!(f, "VersionedStore({:?}, ", path.display().to_string())?,
+            None => write!(f, "VersionedStore(in-memory, ")?,
+        }
+        write!(
+            f,
+            "history_retention_ms={}, segment_interval_ms={}, observed_stream_time={})",
+            self.state.config.history_retention_ms(),
+            self.state.config.segment_interval_ms(),
+            self.state.stream_time
+        )
     }
 }
 
@@ -97,6 +122,12 @@ impl VersionedStore {
         let backend = RocksBackend::open(path, options)?;
         let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
         store.lock = Some(lock);
+        let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
+        store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
+        if !options.wal {
+            store.buffer = Some(Overlay::default());
+            store.buffer_limit = options.write_buffer_bytes / 4;
+        }
         Ok(store)
     }
 
@@ -105,9 +136,12 @@ impl VersionedStore {
     pub fn in_memory(config: StoreConfig) -> Self {
         let mut backend = MemoryBackend::default();
         // A fresh map cannot fail to initialise.
-        let _ = backend.write(initial_metadata(config));
+        let _ = backend.write(&mut initial_metadata(config));
         Self {
             backend: Box::new(backend),
+            cache: None,
+            buffer: None,
+            buffer_limit: 0,
             state: State {
                 config,
                 stream_time: -1,
@@ -145,7 +179,7 @@ impl VersionedStore {
                         supported: meta::FORMAT_VERSION,
                     });
                 }
-                backend.write(initial_metadata(config))?;
+                backend.write(&mut initial_metadata(config))?;
             }
             Some(bytes) => {
                 let found = meta::decode_format_version(&bytes)?;
@@ -188,11 +222,36 @@ impl VersionedStore {
         let state = load_state(backend.as_ref(), config)?;
         Ok(Self {
             backend,
+            cache: None,
+            buffer: None,
+            buffer_limit: 0,
             state,
             path,
             changes: None,
             lock: None,
         })
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            stored: Stored {
+                backend: self.backend.as_ref(),
+                cache: self.cache.as_ref(),
+            },
+            buffer: self.buffer.as_ref(),
+        }
+    }
+
+    /// Writes the write buffer, if any, to RocksDB.
+    fn write_buffer(&mut self) -> Result<()> {
+        match self.buffer.as_mut() {
+            Some(buffer) if !buffer.is_empty() => std::mem::take(buffer).write_to(
+                self.backend.as_mut(),
+                self.cache.as_ref(),
+                self.state.stream_time,
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// The store directory (`None` for an in-memory store).
@@ -243,7 +302,7 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get(&self, key: &[u8]) -> Result<Option<VersionedRecord>> {
-        read::latest(self.backend.as_ref(), key)
+        read::latest(&self.reader(), key)
     }
 
     /// The record valid at `as_of` (inclusive).
@@ -251,7 +310,30 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>> {
-        read::as_of(self.backend.as_ref(), &self.state, key, as_of)
+        read::as_of(&self.reader(), &self.state, key, as_of)
+    }
+
+    /// [`VersionedStore::get`] (`AsOf::Latest`) or [`VersionedStore::get_as_of`] for every
+    /// key, as columns in row order. Keys are looked up in key order, each distinct key once,
+    /// with one batched read per round (RocksDB `MultiGet`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when per-row times are not one per key; storage errors;
+    /// [`Error::Corrupt`] for undecodable bytes.
+    pub fn get_batch(&self, keys: &[&[u8]], as_of: AsOf<'_>) -> Result<RecordColumns> {
+        if let AsOf::PerRow(times) = as_of
+            && times.len() != keys.len()
+        {
+            return Err(Error::invalid(
+                "as_of",
+                format!(
+                    "as_of has {} rows but keys has {}: they must have the same length",
+                    times.len(),
+                    keys.len()
+                ),
+            ));
+        }
+        read::batch(self.reader(), &self.state, keys, as_of)
     }
 
     /// Every value version whose validity interval meets `[from, to]` (missing bounds are
@@ -274,7 +356,7 @@ impl VersionedStore {
                 format!("from_time ({from}) must not be greater than to_time ({to})"),
             ));
         }
-        read::versions(self.backend.as_ref(), &self.state, key, from, to, order)
+        read::versions(&self.reader(), &self.state, key, from, to, order)
     }
 
     /// Applies puts row by row in order, atomically: every row is validated first, and either
@@ -290,6 +372,7 @@ impl VersionedStore {
             check_write(value, timestamp, Some(index))?;
         }
         self.transaction(|txn| {
+            txn.reserve(rows.len());
             rows.map(|(key, value, ts)| txn.put(key, value, ts))
                 .collect()
         })
@@ -313,8 +396,18 @@ impl VersionedStore {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn flush(&self) -> Result<()> {
+    pub fn flush(&mut self) -> Result<()> {
+        self.write_buffer()?;
         self.backend.flush()
+    }
+
+    /// Writes the write buffer and closes the store (dropping it does the same, without an
+    /// error to report).
+    ///
+    /// # Errors
+    /// Storage errors of the buffer's write.
+    pub fn close(mut self) -> Result<()> {
+        self.write_buffer()
     }
 
     /// Starts or stops recording accepted writes for [`VersionedStore::take_changes`].
@@ -355,35 +448,69 @@ impl VersionedStore {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an in-memory store; storage errors.
-    pub fn checkpoint(&self, dir: &Path) -> Result<()> {
+    pub fn checkpoint(&mut self, dir: &Path) -> Result<()> {
+        self.write_buffer()?;
         self.backend.checkpoint(dir)
     }
 
-    /// Runs `work` in one transaction and commits it. On any error nothing is written and the
-    /// in-memory state (stream time, live segments) is reloaded from storage.
+    /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
+    /// On any error nothing is written and the in-memory state (stream time, live segments)
+    /// is as before.
     fn transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
-        let recording = self.changes.is_some();
-        let result = {
-            let mut txn = Txn::begin(self.backend.as_mut(), &mut self.state);
-            txn.log = recording.then(Vec::new);
-            match work(&mut txn) {
-                Ok(value) => txn.commit().map(|log| (value, log)),
-                Err(error) => Err(error),
-            }
-        };
-        let result = result.map(|(value, log)| {
-            if let (Some(changes), Some(log)) = (&mut self.changes, log) {
-                changes.extend(log);
-            }
-            value
-        });
-        if let (Err(_), Ok(state)) = (
-            &result,
-            load_state(self.backend.as_ref(), self.state.config),
-        ) {
-            self.state = state;
+        let before = self.state.clone();
+        let result = self.run_transaction(work);
+        if result.is_err() {
+            self.state = before;
         }
         result
+    }
+
+    fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        let reader = Reader {
+            stored: Stored {
+                backend: self.backend.as_ref(),
+                cache: self.cache.as_ref(),
+            },
+            buffer: self.buffer.as_ref(),
+        };
+        let mut txn = Txn::begin(reader, &mut self.state);
+        txn.log = self.changes.is_some().then(Vec::new);
+        let value = work(&mut txn)?;
+        let (writes, log) = txn.finish();
+        match &mut self.buffer {
+            Some(buffer) => {
+                // Written before this transaction joins it: a failed write then fails this call
+                // only, and the buffer keeps what earlier calls were told is written.
+                if buffer.bytes() + writes.bytes() > self.buffer_limit {
+                    std::mem::take(buffer).write_to(
+                        self.backend.as_mut(),
+                        self.cache.as_ref(),
+                        self.state.stream_time,
+                    )?;
+                }
+                buffer.absorb(writes);
+            }
+            None => {
+                writes.write_to(
+                    self.backend.as_mut(),
+                    self.cache.as_ref(),
+                    self.state.stream_time,
+                )?;
+            }
+        }
+        if let (Some(changes), Some(log)) = (&mut self.changes, log) {
+            changes.extend(log);
+        }
+        Ok(value)
+    }
+}
+
+impl Drop for VersionedStore {
+    /// Writes the write buffer (RocksDB then flushes its memtables on close): a store dropped
+    /// without `flush` keeps its writes as a store with a write-ahead log would. A failure here
+    /// has no caller to go to; `flush` first to see it.
+    fn drop(&mut self) {
+        let _ = self.write_buffer();
     }
 }
 
@@ -393,18 +520,18 @@ fn initial_metadata(config: StoreConfig) -> WriteSet {
         writes: vec![
             (
                 storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                Some(meta::encode_format_version()),
+                Write::Put(meta::encode_format_version()),
             ),
             (
                 storage_key(META_SEGMENT, meta::CONFIG_KEY),
-                Some(meta::encode_config(
+                Write::Put(meta::encode_config(
                     config.history_retention_ms(),
                     config.segment_interval_ms(),
                 )),
             ),
             (
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-                Some(meta::encode_stream_time(-1)),
+                Write::Put(meta::encode_stream_time(-1)),
             ),
         ],
     }

@@ -79,6 +79,7 @@ class VersionedStore:
         segment_interval_ms: int | None = None,
         write_ahead_log: bool = True,
         record_changes: bool = False,
+        memory_limit_mb: int | None = None,
     ) -> Self:
         """Opens or creates a persistent store.
 
@@ -90,7 +91,16 @@ class VersionedStore:
                 default rule (:func:`default_segment_interval_ms`).
             write_ahead_log: RocksDB's WAL (on: every returned write survives a process crash).
                 Checkpointed partition stores turn it off: their durability is the checkpoint.
+                Off, writes also gather in an in-memory write buffer (as Kafka Streams' record
+                cache) that reads see first, written to RocksDB as one sorted batch when it
+                outgrows a quarter of a memtable, on :meth:`flush`, :meth:`create_checkpoint`
+                and :meth:`close`; without a WAL, nothing written since the last flush survives
+                a crash either way.
             record_changes: Record accepted writes for :meth:`take_changelog`.
+            memory_limit_mb: About how much memory this store keeps for itself: a quarter for
+                each of RocksDB's two memtables, half for its cache of latest values (the
+                process-wide block cache is apart). ``None``: 64 MiB memtables and a 32 MiB
+                cache.
 
         Raises:
             ValueError: A negative retention or an interval below 1.
@@ -126,8 +136,9 @@ class VersionedStore:
             (nothing changed).
 
         Raises:
-            TypeError: ``key`` is not bytes or ``value`` is neither bytes nor None.
-            ValueError: ``timestamp`` is negative.
+            TypeError: ``key`` is not bytes, ``value`` is neither bytes nor None, or
+                ``timestamp`` is not an int (a bool is not a time).
+            ValueError: ``timestamp`` is negative or beyond 64 bits.
             StoreClosedError: The store is closed.
         """
     def get(self, key: bytes, as_of: int | None = None) -> VersionedRecord | None:
@@ -142,7 +153,8 @@ class VersionedStore:
             The record, or ``None`` when no value is valid (unknown key, tombstone).
 
         Raises:
-            TypeError: ``key`` is not bytes.
+            TypeError: ``key`` is not bytes, or ``as_of`` is not an int.
+            ValueError: ``as_of`` is beyond 64 bits.
             StoreClosedError: The store is closed.
         """
     def delete(self, key: bytes, timestamp: int) -> VersionedRecord | None:
@@ -158,8 +170,8 @@ class VersionedStore:
             nothing is written).
 
         Raises:
-            TypeError: ``key`` is not bytes.
-            ValueError: ``timestamp`` is negative.
+            TypeError: ``key`` is not bytes, or ``timestamp`` is not an int.
+            ValueError: ``timestamp`` is negative or beyond 64 bits.
             StoreClosedError: The store is closed.
         """
     def versions(
@@ -182,8 +194,8 @@ class VersionedStore:
             The versions still stored (history is dropped a whole segment at a time).
 
         Raises:
-            TypeError: ``key`` is not bytes.
-            ValueError: ``from_time > to_time``.
+            TypeError: ``key`` is not bytes, or a bound is not an int.
+            ValueError: ``from_time > to_time``, or a bound beyond 64 bits.
             StoreClosedError: The store is closed.
         """
     def put_batch(
@@ -201,13 +213,16 @@ class VersionedStore:
 
         Raises:
             TypeError: Wrong Arrow types or a null key.
-            ValueError: Lengths differ, or a negative or null timestamp (nothing is written).
+            ValueError: Lengths differ; a negative, null or beyond-64-bit timestamp; a list of
+                keys or values totalling more than 2 GiB (pass a ``large_binary`` array).
+                Nothing is written.
             StoreClosedError: The store is closed.
         """
     def get_batch(
         self, keys: _ArrowBinaryLike, as_of: int | _ArrowInt64Like | None = None
     ) -> pa.RecordBatch:
-        """``get()`` for every key, without the GIL.
+        """``get()`` for every key, without the GIL. Keys are read in key order, each distinct
+        key once, with one RocksDB ``MultiGet`` per round of lookups.
 
         Args:
             keys: Binary keys, no nulls.
@@ -219,8 +234,9 @@ class VersionedStore:
             where ``get()`` returns None; ``valid_to`` null for newest versions.
 
         Raises:
-            TypeError: Wrong Arrow types or a null key.
-            ValueError: ``as_of`` and ``keys`` lengths differ.
+            TypeError: Wrong Arrow types, a null key, or a bool ``as_of``.
+            ValueError: ``as_of`` and ``keys`` lengths differ; a time beyond 64 bits; the found
+                values total more than 2 GiB (read fewer keys per call).
             StoreClosedError: The store is closed.
         """
     def delete_batch(self, keys: _ArrowBinaryLike, timestamps: _ArrowInt64Like) -> pa.RecordBatch:
@@ -284,9 +300,15 @@ class VersionedStore:
     def create_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Writes a consistent copy (a RocksDB checkpoint) into the new directory ``path``."""
     def flush(self) -> None:
-        """Flushes RocksDB's memtables to SST files (no-op in memory)."""
+        """Writes the write buffer to RocksDB and flushes its memtables to SST files (no-op in
+        memory)."""
     def close(self) -> None:
-        """Releases the store and its directory lock. Idempotent."""
+        """Writes the write buffer, if any, and releases the store and its directory lock.
+        Idempotent.
+
+        Raises:
+            StorageError: The write buffer could not be written (the store is closed anyway).
+        """
     def __enter__(self) -> VersionedStore: ...
     def __exit__(
         self,

@@ -1,65 +1,163 @@
-//! The in-memory backend: a `BTreeMap` with the same keys and rows as the RocksDB backend.
+//! The in-memory backend: the same keys and values as the RocksDB backend, held per segment.
+//!
+//! The keyspace is split on the 8-byte segment prefix: an ordered map of segment id to a hash
+//! map of storage key to value. Point reads and writes cost a hash, not a walk down a tree of byte
+//! strings; segment expiry and discovery stay ordered; [`Backend::export`] restores the storage
+//! keys in key order.
+//!
+//! Row appends are kept beside the row they extend and applied when the row is read, or as soon
+//! as they are larger than the row itself, so that appending versions to a hot key costs
+//! amortized linear time, as in RocksDB.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use super::{Backend, WriteSet};
+use super::{Backend, Visit, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
-use crate::format::key::{segment_of, segment_prefix};
+use crate::format::key::segment_of;
+use crate::format::segment_value::merge_appends;
+
+type Hasher = foldhash::fast::RandomState;
+
+/// A stored value: `value` (`None`: none before the appends) and pending `appends`.
+#[derive(Debug, Default, Clone)]
+struct Stored {
+    value: Option<Vec<u8>>,
+    appends: Vec<u8>,
+}
+
+impl Stored {
+    fn merged(&self) -> Vec<u8> {
+        merge_appends(self.value.as_deref(), std::iter::once(&self.appends[..]))
+    }
+
+    fn visit(&self, visit: &mut dyn FnMut(Option<&[u8]>) -> Result<()>) -> Result<()> {
+        if self.appends.is_empty() {
+            visit(self.value.as_deref())
+        } else {
+            visit(Some(&self.merged()))
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct MemoryBackend {
-    map: BTreeMap<Vec<u8>, Vec<u8>>,
+    segments: BTreeMap<i64, HashMap<Vec<u8>, Stored, Hasher>>,
 }
 
 impl MemoryBackend {
     pub(crate) fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
-        Self {
-            map: entries.into_iter().collect(),
+        let mut backend = Self::default();
+        for (key, value) in entries {
+            backend.apply(key, Write::Put(value));
+        }
+        backend
+    }
+
+    fn lookup(&self, key: &[u8]) -> Option<&Stored> {
+        self.segments.get(&segment_of(key)?)?.get(key)
+    }
+
+    fn apply(&mut self, key: Vec<u8>, write: Write) {
+        let Some(segment) = segment_of(&key) else {
+            return;
+        };
+        match write {
+            Write::Put(value) => {
+                self.segments.entry(segment).or_default().insert(
+                    key,
+                    Stored {
+                        value: Some(value),
+                        appends: Vec::new(),
+                    },
+                );
+            }
+            Write::Delete => {
+                if let Some(map) = self.segments.get_mut(&segment) {
+                    map.remove(&key);
+                    if map.is_empty() {
+                        self.segments.remove(&segment);
+                    }
+                }
+            }
+            Write::Append(operands) => {
+                let stored = self
+                    .segments
+                    .entry(segment)
+                    .or_default()
+                    .entry(key)
+                    .or_default();
+                stored.appends.extend_from_slice(&operands);
+                // Geometric: a row is rewritten only once its appends outgrow it.
+                if stored.appends.len() > stored.value.as_ref().map_or(0, Vec::len) {
+                    stored.value = Some(stored.merged());
+                    stored.appends.clear();
+                }
+            }
         }
     }
 }
 
 impl Backend for MemoryBackend {
     fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-        Some(
-            self.map
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        )
+        let mut out = Vec::new();
+        for map in self.segments.values() {
+            for (key, stored) in map {
+                let value = if stored.appends.is_empty() {
+                    stored.value.clone()
+                } else {
+                    Some(stored.merged())
+                };
+                if let Some(value) = value {
+                    out.push((key.clone(), value));
+                }
+            }
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Some(out)
     }
 
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.map.get(key).cloned())
+    fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        match self.lookup(key) {
+            Some(stored) => stored.visit(visit),
+            None => visit(None),
+        }
+    }
+
+    fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
+        for (i, key) in keys.iter().enumerate() {
+            match self.lookup(key) {
+                Some(stored) => stored.visit(&mut |value| visit(i, value))?,
+                None => visit(i, None)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn is_empty_of(&self, segment: i64) -> Result<bool> {
+        Ok(self.segments.get(&segment).is_none_or(HashMap::is_empty))
+    }
+
+    fn sorted_writes(&self) -> bool {
+        false
     }
 
     fn history_segments(&self) -> Result<Vec<i64>> {
-        let mut ids = Vec::new();
-        let mut from = segment_prefix(0).to_vec();
-        while let Some((key, _)) = self.map.range(from..).next() {
-            match segment_of(key) {
-                Some(id) if id >= 0 => {
-                    ids.push(id);
-                    let Some(next) = id.checked_add(1) else { break };
-                    from = segment_prefix(next).to_vec();
-                }
-                _ => break,
-            }
-        }
-        Ok(ids)
+        Ok(self
+            .segments
+            .iter()
+            .filter(|(id, map)| **id >= 0 && !map.is_empty())
+            .map(|(id, _)| *id)
+            .collect())
     }
 
-    fn write(&mut self, batch: WriteSet) -> Result<()> {
+    fn write(&mut self, batch: &mut WriteSet) -> Result<()> {
         if let Some((from, to)) = batch.drop_segments {
-            let mut dropped = self.map.split_off(&segment_prefix(from)[..]);
-            let mut kept = dropped.split_off(&segment_prefix(to)[..]);
-            self.map.append(&mut kept);
+            let mut dropped = self.segments.split_off(&from);
+            let mut kept = dropped.split_off(&to);
+            self.segments.append(&mut kept);
         }
-        for (key, value) in batch.writes {
-            match value {
-                Some(value) => self.map.insert(key, value),
-                None => self.map.remove(&key),
-            };
+        for (key, write) in batch.writes.drain(..) {
+            self.apply(key, write);
         }
         Ok(())
     }

@@ -2,14 +2,31 @@
 //! metadata in. The versioning logic (`put`, `read`) is written once against [`Backend`];
 //! RocksDB and an in-memory map are the two implementations, so both variants of the store share
 //! every line of semantics.
+//!
+//! Reads hand borrowed bytes to a callback (RocksDB's pinned slices, the map's own values), so a
+//! read copies only what it returns. A history row can grow by an *append* (a RocksDB merge
+//! operand, `docs/format.md`) without being read: both backends apply appends with
+//! [`merge_appends`](crate::format::segment_value::merge_appends), RocksDB lazily at reads and
+//! compactions, the map when it is read or when the appends outgrow the row.
 
 use crate::error::Result;
 
 pub(crate) mod memory;
 pub(crate) mod rocks;
 
+/// One key's change in a [`WriteSet`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// Replace the value.
+    Put(Vec<u8>),
+    /// Remove the key.
+    Delete,
+    /// Apply these row appends (concatenated operands) to the stored row.
+    Append(Vec<u8>),
+}
+
 /// One atomic write: drop the history segments in `drop_segments` (`[from, to)`), then apply
-/// `writes` (`None` deletes the key).
+/// `writes`.
 ///
 /// The range starts at the lowest segment actually dropped, not at 0: ranges of successive
 /// writes then never overlap, and RocksDB never accumulates a pile of range tombstones over the
@@ -17,17 +34,31 @@ pub(crate) mod rocks;
 #[derive(Debug, Default)]
 pub(crate) struct WriteSet {
     pub(crate) drop_segments: Option<(i64, i64)>,
-    pub(crate) writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub(crate) writes: Vec<(Vec<u8>, Write)>,
 }
+
+/// Receives one read value, borrowed for the duration of the call.
+pub(crate) type Visit<'v> = dyn FnMut(Option<&[u8]>) -> Result<()> + 'v;
+/// Receives the value of key `i` of a batch read.
+pub(crate) type VisitIndexed<'v> = dyn FnMut(usize, Option<&[u8]>) -> Result<()> + 'v;
 
 /// An ordered keyspace with atomic multi-key writes.
 pub(crate) trait Backend: Send {
-    /// The value stored under `key`.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Calls `visit` with the value stored under `key`.
+    fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
+    /// Calls `visit(i, value)` for every `keys[i]`, in order; `keys` are sorted ascending.
+    fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()>;
+    /// Whether no key has the prefix of `segment`.
+    fn is_empty_of(&self, segment: i64) -> Result<bool>;
     /// Ids of every history segment (id >= 0) that holds at least one key, ascending.
     fn history_segments(&self) -> Result<Vec<i64>>;
-    /// Applies `batch` atomically.
-    fn write(&mut self, batch: WriteSet) -> Result<()>;
+    /// Applies `batch` atomically. The backend may take the keys and values it keeps out of
+    /// `batch`; what it leaves is the caller's.
+    fn write(&mut self, batch: &mut WriteSet) -> Result<()>;
+    /// Whether a batch should come in key order (RocksDB's memtable inserts it faster).
+    fn sorted_writes(&self) -> bool {
+        true
+    }
     /// Makes written data durable in the backend's own files (no-op in memory).
     fn flush(&self) -> Result<()>;
     /// Where the data lives, for messages.
@@ -38,5 +69,17 @@ pub(crate) trait Backend: Send {
     /// Every entry in key order, for backends that can be serialized whole (in memory).
     fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         None
+    }
+}
+
+impl dyn Backend + '_ {
+    /// The value stored under `key`, copied.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = None;
+        self.get_with(key, &mut |value| {
+            out = value.map(<[u8]>::to_vec);
+            Ok(())
+        })?;
+        Ok(out)
     }
 }

@@ -2,15 +2,16 @@
 //!
 //! ```text
 //! key suffix              value
-//! "format_version"        u32 BE   FORMAT_VERSION; a store with another version is refused
+//! "format_version"        u32 BE   FORMAT_VERSION (2: rows may carry appends, see
+//!                                  `segment_value`); a store with another version is refused
 //! "config"                i64 BE history_retention_ms ‖ i64 BE segment_interval_ms
 //! "observed_stream_time"  i64 BE   written in the same batch as every write that advances it
 //! ```
 
 use crate::error::{Error, Result};
 
-/// The on-disk format this build writes and reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The on-disk format this build writes and reads (1: whole rows only; 2: row appends).
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 pub(crate) const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 pub(crate) const CONFIG_KEY: &[u8] = b"config";

@@ -23,6 +23,23 @@
 //!
 //! This is Kafka's `RocksDBVersionedStoreSegmentValueFormatter` layout, byte for byte. Decoding
 //! validates every offset and invariant and reports [`Error::Corrupt`] instead of panicking.
+//!
+//! A row can also grow by *appends* (format version 2), RocksDB merge operands that add a newest
+//! version without reading the row; operands concatenate:
+//!
+//! ```text
+//! offset   size   field
+//! 0        8      timestamp    i64 BE  valid-from of the appended version
+//! 8        8      valid_to     i64 BE  the row's next_timestamp afterwards
+//! 16       4      value_size   i32 BE  -1 = tombstone, else n
+//! 20       n      value                (then the next append at 20 + n)
+//! ```
+//!
+//! [`merge_appends`] applies them with [`SegmentRow::append_newest`]'s rule by copying the base's
+//! index and values around the new entries (the newest index entries come first and the newest
+//! values last, so the base moves in two pieces). It never fails: an inconsistent merge yields
+//! a poisoned row that no read decodes. [`lookup`] answers an as-of read from the encoded row
+//! without allocating.
 
 use crate::error::{Error, Result};
 
@@ -225,7 +242,8 @@ impl<'a> SegmentRow<'a> {
         // Walk the index: (timestamp, size) pairs until the oldest entry.
         let mut index: Vec<(i64, i32)> = Vec::new();
         let mut offset = HEADER_LEN;
-        let mut previous = i64::MAX;
+        // `None` before the first entry: a newest version may start at `i64::MAX`.
+        let mut previous: Option<i64> = None;
         loop {
             let (Some(timestamp), Some(size)) = (
                 super::read_i64(bytes, offset),
@@ -236,14 +254,17 @@ impl<'a> SegmentRow<'a> {
                     index.len()
                 )));
             };
-            if timestamp >= previous || timestamp < min_timestamp || size < TOMBSTONE_SIZE {
+            if previous.is_some_and(|p| timestamp >= p)
+                || timestamp < min_timestamp
+                || size < TOMBSTONE_SIZE
+            {
                 return Err(corrupt(format!(
                     "index entry {} has timestamp {timestamp} and size {size}",
                     index.len()
                 )));
             }
             index.push((timestamp, size));
-            previous = timestamp;
+            previous = Some(timestamp);
             offset += INDEX_ENTRY_LEN;
             if timestamp == min_timestamp {
                 break;
@@ -292,6 +313,298 @@ impl<'a> SegmentRow<'a> {
         }
         Ok(row)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Appends
+// ---------------------------------------------------------------------------------------------
+
+const APPEND_HEADER_LEN: usize = 20;
+/// The first 8 bytes of a row that merged inconsistently: `next_timestamp = -1`, which no row
+/// decodes with.
+const POISON: [u8; 8] = [0xFF; 8];
+
+/// Encodes an append of `entry`, valid until `valid_to`, onto `out` (operands concatenate).
+pub(crate) fn encode_append(entry: Entry<'_>, valid_to: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&entry.timestamp.to_be_bytes());
+    out.extend_from_slice(&valid_to.to_be_bytes());
+    match entry.value {
+        Some(v) => {
+            // Values are bounded by `MAX_VALUE_LEN`, checked at the API boundary.
+            out.extend_from_slice(&i32::try_from(v.len()).unwrap_or(i32::MAX).to_be_bytes());
+            out.extend_from_slice(v);
+        }
+        None => out.extend_from_slice(&TOMBSTONE_SIZE.to_be_bytes()),
+    }
+}
+
+/// Splits the first append off `bytes`: `(entry, valid_to, rest)`.
+fn decode_append(bytes: &[u8]) -> Option<(Entry<'_>, i64, &[u8])> {
+    let timestamp = super::read_i64(bytes, 0)?;
+    let valid_to = super::read_i64(bytes, 8)?;
+    let size = super::read_i32(bytes, 16)?;
+    let (value, end) = match usize::try_from(size) {
+        Ok(len) => {
+            let end = APPEND_HEADER_LEN.checked_add(len)?;
+            (Some(bytes.get(APPEND_HEADER_LEN..end)?), end)
+        }
+        Err(_) if size == TOMBSTONE_SIZE => (None, APPEND_HEADER_LEN),
+        Err(_) => return None,
+    };
+    Some((Entry { timestamp, value }, valid_to, bytes.get(end..)?))
+}
+
+/// The row that results from applying `operands` (each a concatenation of appends), in order,
+/// to `base` (`None`: no row). Each append is [`SegmentRow::append_newest`]. Never fails: when
+/// `base` does not decode or an append does not fit, the result is the inputs behind a poisoned
+/// header, which every later read reports as corrupt (RocksDB's merges and compactions must not
+/// fail, or the whole store would stop).
+pub(crate) fn merge_appends<'o>(
+    base: Option<&[u8]>,
+    operands: impl Iterator<Item = &'o [u8]> + Clone,
+) -> Vec<u8> {
+    apply_appends(base, operands.clone()).unwrap_or_else(|| {
+        let mut out = POISON.to_vec();
+        out.extend_from_slice(base.unwrap_or_default());
+        for operand in operands {
+            out.extend_from_slice(operand);
+        }
+        out
+    })
+}
+
+/// A row's header and index, validated as [`SegmentRow::decode`] validates them, without
+/// allocating: `f(ts, size)` sees each index entry, newest first.
+struct Scanned {
+    next_timestamp: i64,
+    min_timestamp: i64,
+    /// Offset of the first value byte (the end of the index).
+    values_start: usize,
+    degenerate: bool,
+}
+
+fn scan(bytes: &[u8], mut f: impl FnMut(i64, i32)) -> Option<Scanned> {
+    let next_timestamp = super::read_i64(bytes, 0)?;
+    let min_timestamp = super::read_i64(bytes, 8)?;
+    if min_timestamp < 0 || next_timestamp < min_timestamp {
+        return None;
+    }
+    let mut previous: Option<i64> = None;
+    let mut newest: Option<(i64, i32)> = None;
+    let mut values_len: usize = 0;
+    let mut count = 0usize;
+    for chunk in bytes.get(HEADER_LEN..)?.chunks_exact(INDEX_ENTRY_LEN) {
+        let timestamp = i64::from_be_bytes(chunk.get(..8)?.try_into().ok()?);
+        let size = i32::from_be_bytes(chunk.get(8..)?.try_into().ok()?);
+        if previous.is_some_and(|p| timestamp >= p)
+            || timestamp < min_timestamp
+            || size < TOMBSTONE_SIZE
+        {
+            return None;
+        }
+        f(timestamp, size);
+        newest.get_or_insert((timestamp, size));
+        values_len = values_len.checked_add(usize::try_from(size).unwrap_or(0))?;
+        previous = Some(timestamp);
+        count += 1;
+        if timestamp == min_timestamp {
+            let values_start = HEADER_LEN + INDEX_ENTRY_LEN * count;
+            if values_start.checked_add(values_len)? != bytes.len() {
+                return None;
+            }
+            let degenerate = count == 1 && newest == Some((next_timestamp, TOMBSTONE_SIZE));
+            let (newest_ts, _) = newest?;
+            if newest_ts >= next_timestamp && !degenerate {
+                return None;
+            }
+            return Some(Scanned {
+                next_timestamp,
+                min_timestamp,
+                values_start,
+                degenerate,
+            });
+        }
+    }
+    None
+}
+
+/// Applies appends by copying: the new index entries, then the base's index and values as
+/// they are, then the new values (the layout puts the newest index entries first and the
+/// newest values last). Linear in the row's size, with no decoding of the base's entries.
+fn apply_appends<'o>(
+    base: Option<&[u8]>,
+    operands: impl Iterator<Item = &'o [u8]>,
+) -> Option<Vec<u8>> {
+    let scanned = match base {
+        Some(bytes) => Some(scan(bytes, |_, _| {})?),
+        None => None,
+    };
+    let mut next = scanned.as_ref().map(|s| s.next_timestamp);
+    let mut degenerate = scanned.as_ref().is_some_and(|s| s.degenerate);
+    let mut keep_base = true;
+    // Appended versions, oldest first: each is newer than everything before it.
+    let mut appended: Vec<Entry<'_>> = Vec::new();
+    let mut appended_len = 0usize;
+    for operand in operands {
+        let mut rest = operand;
+        while !rest.is_empty() {
+            let (entry, valid_to, tail) = decode_append(rest)?;
+            if entry.timestamp >= valid_to {
+                return None;
+            }
+            if let Some(end) = next {
+                if end > entry.timestamp {
+                    return None;
+                }
+                if degenerate {
+                    keep_base &= end != entry.timestamp;
+                } else if end < entry.timestamp {
+                    appended.push(Entry {
+                        timestamp: end,
+                        value: None,
+                    });
+                }
+            }
+            appended_len += entry.value.map_or(0, <[u8]>::len);
+            appended.push(entry);
+            next = Some(valid_to);
+            degenerate = false;
+            rest = tail;
+        }
+    }
+    let next_timestamp = next?;
+    let base = base.zip(scanned).filter(|_| keep_base);
+    let min_timestamp = match (&base, appended.first()) {
+        (Some((_, s)), _) => s.min_timestamp,
+        (None, Some(oldest)) => oldest.timestamp,
+        (None, None) => return None,
+    };
+    let mut out = Vec::with_capacity(
+        HEADER_LEN
+            + INDEX_ENTRY_LEN * appended.len()
+            + base.as_ref().map_or(0, |(b, _)| b.len() - HEADER_LEN)
+            + appended_len,
+    );
+    out.extend_from_slice(&next_timestamp.to_be_bytes());
+    out.extend_from_slice(&min_timestamp.to_be_bytes());
+    for entry in appended.iter().rev() {
+        out.extend_from_slice(&entry.timestamp.to_be_bytes());
+        let size = match entry.value {
+            Some(v) => i32::try_from(v.len()).unwrap_or(i32::MAX),
+            None => TOMBSTONE_SIZE,
+        };
+        out.extend_from_slice(&size.to_be_bytes());
+    }
+    if let Some((bytes, scanned)) = &base {
+        out.extend_from_slice(bytes.get(HEADER_LEN..scanned.values_start)?);
+        out.extend_from_slice(bytes.get(scanned.values_start..)?);
+    }
+    for entry in &appended {
+        out.extend_from_slice(entry.value.unwrap_or_default());
+    }
+    Some(out)
+}
+
+/// What a row says about one time `t`, found by [`lookup`] without decoding the whole row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup<'a> {
+    /// A version of the row is valid at `t` (`value: None` is an explicit tombstone).
+    Found {
+        /// Its valid-from.
+        timestamp: i64,
+        /// Its valid-to.
+        valid_to: i64,
+        /// Its value.
+        value: Option<&'a [u8]>,
+    },
+    /// The row ends at or before `t`: the version valid at `t` starts at `next_timestamp`; it is
+    /// a tombstone when nothing newer was found.
+    After,
+    /// The row starts after `t` at `min_timestamp`: an older row may hold `t`.
+    Before {
+        /// Valid-from of the row's oldest version.
+        min_timestamp: i64,
+    },
+}
+
+/// Reads the version valid at `t` straight from the encoded row. The 16-byte header decides
+/// `After` and `Before`; `Found` walks the index once, without allocating, validating the whole
+/// row as [`SegmentRow::decode`] does (the value offsets come from the row's end: the newest
+/// value ends the row).
+pub(crate) fn lookup<'a>(
+    bytes: &'a [u8],
+    t: i64,
+    location: &dyn Fn() -> String,
+) -> Result<Lookup<'a>> {
+    let corrupt = |detail: String| Error::corrupt(location(), detail);
+    let (Some(next_timestamp), Some(min_timestamp)) =
+        (super::read_i64(bytes, 0), super::read_i64(bytes, 8))
+    else {
+        return Err(corrupt(format!(
+            "row of {} bytes is shorter than its 16-byte header",
+            bytes.len()
+        )));
+    };
+    if min_timestamp < 0 || next_timestamp < min_timestamp {
+        return Err(corrupt(format!(
+            "header has min_timestamp {min_timestamp} and next_timestamp {next_timestamp}"
+        )));
+    }
+    if next_timestamp <= t {
+        return Ok(Lookup::After);
+    }
+    if min_timestamp > t {
+        return Ok(Lookup::Before { min_timestamp });
+    }
+    // One pass over the index: the first entry at or before `t` is the answer; the sizes of the
+    // entries before it place its value; `scan` checks the whole row.
+    let mut newer_values: usize = 0;
+    let mut previous: Option<i64> = None;
+    let mut found: Option<(i64, i64, i32, usize)> = None;
+    let scanned = scan(bytes, |timestamp, size| {
+        if found.is_none() {
+            if timestamp <= t {
+                found = Some((
+                    timestamp,
+                    previous.unwrap_or(next_timestamp),
+                    size,
+                    newer_values,
+                ));
+            } else {
+                newer_values = newer_values.saturating_add(usize::try_from(size).unwrap_or(0));
+            }
+        }
+        previous = Some(timestamp);
+    });
+    let (Some(scanned), Some((timestamp, valid_to, size, newer_values))) = (scanned, found) else {
+        // The precise complaint comes from the full decoder.
+        return Err(match SegmentRow::decode(bytes, location) {
+            Err(error) => error,
+            Ok(_) => corrupt(format!(
+                "no index entry reaches min_timestamp {min_timestamp}"
+            )),
+        });
+    };
+    let value = match usize::try_from(size) {
+        Ok(len) => {
+            let end = bytes.len() - newer_values;
+            let start = end
+                .checked_sub(len)
+                .filter(|&start| start >= scanned.values_start)
+                .ok_or_else(|| {
+                    corrupt(format!(
+                        "value of the version at {timestamp} is out of the row"
+                    ))
+                })?;
+            Some(bytes.get(start..end).unwrap_or_default())
+        }
+        Err(_) => None,
+    };
+    Ok(Lookup::Found {
+        timestamp,
+        valid_to,
+        value,
+    })
 }
 
 #[cfg(test)]
@@ -495,7 +808,197 @@ mod tests {
             })
     }
 
+    /// `(timestamp, valid_to, value)` of each append, in order.
+    type Appends = Vec<(i64, i64, Option<Vec<u8>>)>;
+
+    /// Appends as the put algorithm makes them: each newer than the row's end.
+    fn appends_after(
+        next: i64,
+        gaps: &[(i64, i64, Option<Vec<u8>>)],
+    ) -> Vec<(i64, i64, Option<Vec<u8>>)> {
+        let mut end = next;
+        gaps.iter()
+            .map(|(gap, len, value)| {
+                let ts = end + gap;
+                end = ts + len;
+                (ts, end, value.clone())
+            })
+            .collect()
+    }
+
+    fn by_decode_and_append(
+        base: Option<&[u8]>,
+        appends: &[(i64, i64, Option<Vec<u8>>)],
+    ) -> Vec<u8> {
+        let mut row = base.map(|b| SegmentRow::decode(b, &loc).expect("base decodes"));
+        for (ts, valid_to, value) in appends {
+            let entry = Entry {
+                timestamp: *ts,
+                value: value.as_deref(),
+            };
+            match &mut row {
+                Some(r) => r.append_newest(entry, *valid_to).expect("append"),
+                None => row = Some(SegmentRow::single(entry, *valid_to)),
+            }
+        }
+        row.expect("a row").encode()
+    }
+
+    fn operand(appends: &[(i64, i64, Option<Vec<u8>>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (ts, valid_to, value) in appends {
+            encode_append(
+                Entry {
+                    timestamp: *ts,
+                    value: value.as_deref(),
+                },
+                *valid_to,
+                &mut out,
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn appends_merge_like_append_newest_case_table() {
+        let degenerate = SegmentRow::degenerate(10).encode();
+        let normal = row(9, &[(7, Some(b"yz")), (5, None), (3, Some(b"x"))]).encode();
+        let cases: Vec<(Option<&[u8]>, Appends)> = vec![
+            (None, vec![(1, 2, Some(b"a".to_vec()))]),
+            (
+                None,
+                vec![
+                    (1, 2, None),
+                    (2, 5, Some(Vec::new())),
+                    (7, 9, Some(b"b".to_vec())),
+                ],
+            ),
+            // a degenerate tombstone at the appended time is replaced; an older one stays
+            (Some(&degenerate), vec![(10, 12, Some(b"v".to_vec()))]),
+            (Some(&degenerate), vec![(11, 12, Some(b"v".to_vec()))]),
+            // a gap after the row's end becomes an explicit tombstone
+            (
+                Some(&normal),
+                vec![(9, 11, Some(b"v".to_vec())), (15, 20, None)],
+            ),
+        ];
+        for (base, appends) in cases {
+            let op = operand(&appends);
+            let merged = merge_appends(base, [&op[..]].into_iter());
+            assert_eq!(merged, by_decode_and_append(base, &appends), "{appends:?}");
+            // operands concatenate: one append per operand gives the same row
+            let ops: Vec<Vec<u8>> = appends
+                .iter()
+                .map(|a| operand(std::slice::from_ref(a)))
+                .collect();
+            let split = merge_appends(base, ops.iter().map(Vec::as_slice));
+            assert_eq!(split, merged);
+        }
+    }
+
+    #[test]
+    fn an_append_that_does_not_fit_poisons_the_row_and_keeps_the_bytes() {
+        let base = row(9, &[(7, Some(b"yz"))]).encode();
+        // starts before the row ends: the put algorithm never makes this
+        let op = operand(&[(8, 12, Some(b"v".to_vec()))]);
+        let merged = merge_appends(Some(&base), [&op[..]].into_iter());
+        assert!(SegmentRow::decode(&merged, &loc).is_err());
+        assert_eq!(&merged[..8], &POISON);
+        assert_eq!(&merged[8..8 + base.len()], &base[..]);
+        // an undecodable base likewise
+        let merged = merge_appends(Some(b"junk"), [&op[..]].into_iter());
+        assert!(SegmentRow::decode(&merged, &loc).is_err());
+        assert!(matches!(
+            lookup(&merged, 9, &loc),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn lookup_agrees_with_decode() {
+        let r = row(9, &[(7, Some(b"yz")), (5, None), (3, Some(b"x"))]);
+        let bytes = r.encode();
+        assert_eq!(
+            lookup(&bytes, 2, &loc).ok(),
+            Some(Lookup::Before { min_timestamp: 3 })
+        );
+        assert_eq!(lookup(&bytes, 9, &loc).ok(), Some(Lookup::After));
+        assert_eq!(
+            lookup(&bytes, 4, &loc).ok(),
+            Some(Lookup::Found {
+                timestamp: 3,
+                valid_to: 5,
+                value: Some(b"x")
+            })
+        );
+        assert_eq!(
+            lookup(&bytes, 6, &loc).ok(),
+            Some(Lookup::Found {
+                timestamp: 5,
+                valid_to: 7,
+                value: None
+            })
+        );
+        assert_eq!(
+            lookup(&bytes, 8, &loc).ok(),
+            Some(Lookup::Found {
+                timestamp: 7,
+                valid_to: 9,
+                value: Some(b"yz")
+            })
+        );
+        let newest_at_max = SegmentRow::degenerate(i64::MAX).encode();
+        assert!(SegmentRow::decode(&newest_at_max, &loc).is_ok());
+        assert_eq!(
+            lookup(&newest_at_max, i64::MAX, &loc).ok(),
+            Some(Lookup::After)
+        );
+        for len in 0..bytes.len() {
+            assert!(
+                lookup(&bytes[..len], 4, &loc).is_err(),
+                "truncated to {len}"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn merged_appends_equal_append_newest(
+            (next, entries) in arb_row(),
+            gaps in proptest::collection::vec(
+                (0i64..3, 1i64..4, proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4))),
+                1..6,
+            ),
+            no_base in any::<bool>(),
+        ) {
+            let base = SegmentRow {
+                next_timestamp: next,
+                entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+            }.encode();
+            let base = (!no_base).then_some(&base[..]);
+            let appends = appends_after(next, &gaps);
+            let op = operand(&appends);
+            prop_assert_eq!(merge_appends(base, [&op[..]].into_iter()), by_decode_and_append(base, &appends));
+        }
+
+        #[test]
+        fn lookup_finds_what_decode_finds((next, entries) in arb_row(), t in 0i64..1_100_000) {
+            let r = SegmentRow {
+                next_timestamp: next,
+                entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+            };
+            let bytes = r.encode();
+            let expected = if r.next_timestamp() <= t {
+                Lookup::After
+            } else if r.min_timestamp() > t {
+                Lookup::Before { min_timestamp: r.min_timestamp() }
+            } else {
+                let i = r.find(t).expect("covered");
+                Lookup::Found { timestamp: r.entries()[i].timestamp, valid_to: r.valid_to(i), value: r.entries()[i].value }
+            };
+            prop_assert_eq!(lookup(&bytes, t, &loc).ok(), Some(expected));
+        }
+
         #[test]
         fn round_trips_any_row((next, entries) in arb_row()) {
             let r = SegmentRow {

@@ -10,13 +10,17 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyArray, PyChunkedArray, PyRecordBatch};
 
-use crate::VersionedRecord;
+use crate::RecordColumns;
+
+/// The most bytes a `binary` array (32-bit offsets) holds.
+const BINARY_LIMIT: usize = i32::MAX as usize;
 
 /// A binary column (keys or values) imported from Python.
 pub(crate) struct BinaryColumn {
@@ -42,6 +46,72 @@ impl BinaryColumn {
 
     pub(crate) fn first_null(&self) -> Option<usize> {
         (0..self.len()).find(|&i| self.array.is_null(i))
+    }
+
+    /// Every row as a slice (a null row is empty: callers refuse nulls first).
+    pub(crate) fn slices(&self) -> Vec<&[u8]> {
+        match self.array.data_type() {
+            DataType::LargeBinary => self
+                .array
+                .as_binary::<i64>()
+                .iter()
+                .map(Option::unwrap_or_default)
+                .collect(),
+            DataType::BinaryView => self
+                .array
+                .as_binary_view()
+                .iter()
+                .map(Option::unwrap_or_default)
+                .collect(),
+            _ => self
+                .array
+                .as_binary::<i32>()
+                .iter()
+                .map(Option::unwrap_or_default)
+                .collect(),
+        }
+    }
+}
+
+/// Keys: a binary column without nulls.
+pub(crate) fn key_column(keys: &Bound<'_, PyAny>) -> PyResult<BinaryColumn> {
+    let keys = binary_column(keys, "keys")?;
+    if let Some(i) = keys.first_null() {
+        return Err(PyTypeError::new_err(format!(
+            "keys[{i}] must be bytes, got None"
+        )));
+    }
+    Ok(keys)
+}
+
+/// The `as_of` argument of a batch read: none, one time, or a time per key.
+pub(crate) enum Times {
+    Latest,
+    At(i64),
+    PerRow(Int64Array),
+}
+
+impl Times {
+    pub(crate) fn from_py(as_of: Option<&Bound<'_, PyAny>>, keys: usize) -> PyResult<Self> {
+        Ok(match as_of {
+            Some(obj) if obj.is_instance_of::<pyo3::types::PyInt>() => {
+                Self::At(super::args::time(obj, "as_of")?)
+            }
+            Some(obj) if !obj.is_none() => {
+                let times = timestamp_column(obj, "as_of")?;
+                check_same_length("as_of", times.len(), keys)?;
+                Self::PerRow(times)
+            }
+            _ => Self::Latest,
+        })
+    }
+
+    pub(crate) fn as_of(&self) -> crate::AsOf<'_> {
+        match self {
+            Self::Latest => crate::AsOf::Latest,
+            Self::At(t) => crate::AsOf::At(*t),
+            Self::PerRow(times) => crate::AsOf::PerRow(times.values()),
+        }
     }
 }
 
@@ -79,9 +149,15 @@ fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<Arr
         .getattr(intern!(py, "array"))?
         .call((obj,), Some(&kwargs))
         .map_err(|e| {
-            PyTypeError::new_err(format!(
-                "{argument} must be a sequence or Arrow array of {pa_type}: {e}"
-            ))
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
+                PyValueError::new_err(format!(
+                    "{argument} must fit in 64 bits (-2**63 <= t < 2**63): {e}"
+                ))
+            } else {
+                PyTypeError::new_err(format!(
+                    "{argument} must be a sequence or Arrow array of {pa_type}: {e}"
+                ))
+            }
         })?;
     let array = converted.extract::<PyArray>()?.into_inner().0;
     if array.data_type() == &DataType::Null {
@@ -95,10 +171,11 @@ fn binary_from_items<'py>(
     items: impl Iterator<Item = Bound<'py, PyAny>>,
     argument: &str,
 ) -> PyResult<ArrayRef> {
-    let mut builder = arrow_array::builder::BinaryBuilder::new();
+    let mut rows: Vec<Option<pyo3::pybacked::PyBackedBytes>> = Vec::new();
+    let mut total: usize = 0;
     for (i, item) in items.enumerate() {
         if item.is_none() {
-            builder.append_null();
+            rows.push(None);
             continue;
         }
         let bytes = item
@@ -106,7 +183,18 @@ fn binary_from_items<'py>(
             .map_err(|_| {
                 super::errors::type_error(&format!("{argument}[{i}]"), "bytes or None", &item)
             })?;
-        builder.append_value(&*bytes);
+        total = total.saturating_add(bytes.len());
+        rows.push(Some(bytes));
+    }
+    if total > BINARY_LIMIT {
+        return Err(PyValueError::new_err(format!(
+            "{argument} total {total} bytes, more than a binary array holds (2 GiB): pass a \
+             pyarrow large_binary array or split the batch"
+        )));
+    }
+    let mut builder = arrow_array::builder::BinaryBuilder::with_capacity(rows.len(), total);
+    for row in &rows {
+        builder.append_option(row.as_deref());
     }
     Ok(Arc::new(builder.finish()))
 }
@@ -161,23 +249,31 @@ pub(crate) fn int64_to_pyarrow(py: Python<'_>, values: Vec<i64>) -> PyResult<Bou
 }
 
 /// Records as a `pyarrow.RecordBatch` with columns value, timestamp, `valid_to` (null rows where
-/// a record is absent).
-pub(crate) fn records_to_pyarrow<'py>(
-    py: Python<'py>,
-    records: &[Option<VersionedRecord>],
-) -> PyResult<Bound<'py, PyAny>> {
-    let values: BinaryArray = records
-        .iter()
-        .map(|r| r.as_ref().map(|r| r.value.as_slice()))
-        .collect();
-    let timestamps: Int64Array = records
-        .iter()
-        .map(|r| r.as_ref().map(|r| r.timestamp))
-        .collect();
-    let valid_to: Int64Array = records
-        .iter()
-        .map(|r| r.as_ref().and_then(|r| r.valid_to))
-        .collect();
+/// a record is absent), without copying the core's buffers.
+pub(crate) fn records_to_pyarrow(
+    py: Python<'_>,
+    records: RecordColumns,
+) -> PyResult<Bound<'_, PyAny>> {
+    let offsets = std::iter::once(&0)
+        .chain(records.offsets.iter().skip(1))
+        .map(|&offset| i32::try_from(offset))
+        .collect::<Result<Vec<i32>, _>>()
+        .map_err(|_| {
+            PyValueError::new_err(format!(
+                "the records found total {} bytes, more than a binary array holds (2 GiB): \
+                 read fewer keys per call",
+                records.values.len()
+            ))
+        })?;
+    let present = NullBuffer::from(records.present);
+    let values = BinaryArray::try_new(
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        Buffer::from_vec(records.values),
+        Some(present.clone()),
+    )
+    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let timestamps = Int64Array::new(ScalarBuffer::from(records.timestamps), Some(present));
+    let valid_to: Int64Array = records.valid_to.into_iter().collect();
     let schema = Schema::new(vec![
         Field::new("value", DataType::Binary, true),
         Field::new("timestamp", DataType::Int64, true),

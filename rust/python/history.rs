@@ -5,9 +5,9 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use super::args::{optional_time, time, value_bytes};
 use super::errors::to_py;
 use super::record::PyVersionedRecord;
-use super::store::value_bytes;
 use crate::{ResultOrder, StoreConfig, VersionedStore, history};
 
 const KEY: &[u8] = b"";
@@ -58,19 +58,29 @@ impl PyGroupHistory {
         Ok(PyBytes::new(py, &bytes))
     }
 
-    fn put(&self, value: &Bound<'_, PyAny>, timestamp: i64) -> PyResult<i64> {
-        let value = value_bytes(value)?;
+    fn put(&self, value: &Bound<'_, PyAny>, timestamp: &Bound<'_, PyAny>) -> PyResult<i64> {
+        let (value, timestamp) = (value_bytes(value)?, time(timestamp, "timestamp")?);
         self.with(|s| s.put(KEY, value.as_deref(), timestamp))
             .map(crate::PutOutcome::code)
     }
 
-    fn delete(&self, py: Python<'_>, timestamp: i64) -> PyResult<Option<PyVersionedRecord>> {
+    fn delete(
+        &self,
+        py: Python<'_>,
+        timestamp: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyVersionedRecord>> {
+        let timestamp = time(timestamp, "timestamp")?;
         let found = self.with(|s| s.delete(KEY, timestamp))?;
         Ok(found.map(|r| PyVersionedRecord::from_core(py, &r)))
     }
 
     #[pyo3(signature = (as_of = None))]
-    fn get(&self, py: Python<'_>, as_of: Option<i64>) -> PyResult<Option<PyVersionedRecord>> {
+    fn get(
+        &self,
+        py: Python<'_>,
+        as_of: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PyVersionedRecord>> {
+        let as_of = optional_time(as_of, "as_of")?;
         let found = self.with(|s| match as_of {
             None => s.get(KEY),
             Some(t) => s.get_as_of(KEY, t),
@@ -82,10 +92,12 @@ impl PyGroupHistory {
     fn versions<'py>(
         &self,
         py: Python<'py>,
-        from_time: Option<i64>,
-        to_time: Option<i64>,
+        from_time: Option<&Bound<'py, PyAny>>,
+        to_time: Option<&Bound<'py, PyAny>>,
         ascending: bool,
     ) -> PyResult<Bound<'py, PyList>> {
+        let from_time = optional_time(from_time, "from_time")?;
+        let to_time = optional_time(to_time, "to_time")?;
         let order = if ascending {
             ResultOrder::Ascending
         } else {

@@ -8,9 +8,17 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+/// The extension's allocations (rows, keys and values staged per write) go to mimalloc: glibc's
+/// malloc spent a fifth of a batch write in its own bookkeeping. Python's and RocksDB's own
+/// allocations are not affected.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod args;
 mod arrow;
 mod columns;
 mod errors;
+mod handle;
 mod history;
 mod record;
 mod store;

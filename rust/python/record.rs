@@ -25,6 +25,10 @@ impl PyVersionedRecord {
         }
     }
 
+    pub(crate) fn from_option(py: Python<'_>, record: Option<VersionedRecord>) -> Option<Self> {
+        record.map(|r| Self::from_core(py, &r))
+    }
+
     fn key(&self, py: Python<'_>) -> (Vec<u8>, i64, Option<i64>) {
         (
             self.value.as_bytes(py).to_vec(),

@@ -1,112 +1,29 @@
 //! `VersionedStore` for Python: a mutex around the core store (`None` once closed).
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 
-use super::arrow::{self, BinaryColumn};
-use super::errors::{to_py, type_error};
+use super::args::{attempt_bytes, key_bytes, optional_time, time, value_bytes};
+use super::arrow::{self, Times};
+use super::errors::to_py;
+use super::handle::Handle;
 use super::record::PyVersionedRecord;
 use crate::changelog::{self, ChangelogHeader};
-use crate::{Error, ResultOrder, RocksOptions, StoreConfig, VersionedRecord, VersionedStore};
+use crate::{RecordColumns, ResultOrder, RocksOptions, StoreConfig, VersionedStore};
 
 /// A versioned key-value store.
 #[pyclass(name = "VersionedStore", module = "verstore._core", frozen)]
 pub(crate) struct PyVersionedStore {
-    inner: Mutex<Option<VersionedStore>>,
-}
-
-type Guard<'a> = MutexGuard<'a, Option<VersionedStore>>;
-
-impl PyVersionedStore {
-    /// Locks the store. Contended locks are awaited with the GIL released, so a thread inside a
-    /// GIL-free batch call can always finish.
-    fn lock(&self, py: Python<'_>) -> Guard<'_> {
-        loop {
-            match self.inner.try_lock() {
-                Ok(guard) => return guard,
-                Err(TryLockError::Poisoned(e)) => return e.into_inner(),
-                // Wait for the holder without the GIL (it may need the GIL to finish), then
-                // race for the lock again with the GIL held.
-                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.inner.lock())),
-            }
-        }
-    }
-
-    /// Runs `f` on the open store, with the GIL held (single-record calls: cheaper than a release).
-    fn with<T>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut VersionedStore) -> crate::Result<T>,
-    ) -> PyResult<T> {
-        let mut guard = self.lock(py);
-        let store = guard.as_mut().ok_or_else(|| to_py(Error::Closed))?;
-        f(store).map_err(to_py)
-    }
-
-    /// Runs `f` on the open store with the GIL released.
-    fn detached<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut VersionedStore) -> crate::Result<T> + Send,
-    ) -> PyResult<T> {
-        py.detach(|| {
-            let mut guard = self
-                .inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let store = guard.as_mut().ok_or(Error::Closed)?;
-            f(store)
-        })
-        .map_err(to_py)
-    }
-}
-
-fn attempt_bytes(id: &[u8], argument: &str) -> PyResult<[u8; 16]> {
-    id.try_into().map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "{argument} must be 16 bytes, got {}",
-            id.len()
-        ))
-    })
-}
-
-fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {
-    key.extract::<PyBackedBytes>()
-        .map_err(|_| type_error("key", "bytes", key))
-}
-
-pub(crate) fn value_bytes(value: &Bound<'_, PyAny>) -> PyResult<Option<PyBackedBytes>> {
-    if value.is_none() {
-        return Ok(None);
-    }
-    value
-        .extract::<PyBackedBytes>()
-        .map(Some)
-        .map_err(|_| type_error("value", "bytes or None", value))
-}
-
-fn record(py: Python<'_>, record: Option<VersionedRecord>) -> Option<PyVersionedRecord> {
-    record.map(|r| PyVersionedRecord::from_core(py, &r))
-}
-
-fn keys_and_len(keys: &Bound<'_, PyAny>) -> PyResult<BinaryColumn> {
-    let keys = arrow::binary_column(keys, "keys")?;
-    if let Some(i) = keys.first_null() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "keys[{i}] must be bytes, got None"
-        )));
-    }
-    Ok(keys)
+    inner: Handle<VersionedStore>,
 }
 
 #[pymethods]
 impl PyVersionedStore {
     #[new]
-    #[pyo3(signature = (path, *, history_retention_ms, segment_interval_ms = None, write_ahead_log = true, record_changes = false))]
+    #[pyo3(signature = (path, *, history_retention_ms, segment_interval_ms = None, write_ahead_log = true, record_changes = false, memory_limit_mb = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -114,18 +31,20 @@ impl PyVersionedStore {
         segment_interval_ms: Option<i64>,
         write_ahead_log: bool,
         record_changes: bool,
+        memory_limit_mb: Option<usize>,
     ) -> PyResult<Self> {
         let config = StoreConfig::new(history_retention_ms, segment_interval_ms).map_err(to_py)?;
-        let options = RocksOptions {
-            wal: write_ahead_log,
-            ..RocksOptions::default()
+        let options = RocksOptions::default().with_wal(write_ahead_log);
+        let options = match memory_limit_mb {
+            Some(mb) => options.with_memory_limit(mb.saturating_mul(1 << 20)),
+            None => options,
         };
         let mut store = py
             .detach(|| VersionedStore::open_with(&path, config, options))
             .map_err(to_py)?;
         store.set_record_changes(record_changes);
         Ok(Self {
-            inner: Mutex::new(Some(store)),
+            inner: Handle::new(store),
         })
     }
 
@@ -134,7 +53,7 @@ impl PyVersionedStore {
     fn in_memory(history_retention_ms: i64, segment_interval_ms: Option<i64>) -> PyResult<Self> {
         let config = StoreConfig::new(history_retention_ms, segment_interval_ms).map_err(to_py)?;
         Ok(Self {
-            inner: Mutex::new(Some(VersionedStore::in_memory(config))),
+            inner: Handle::new(VersionedStore::in_memory(config)),
         })
     }
 
@@ -143,11 +62,12 @@ impl PyVersionedStore {
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        timestamp: i64,
+        timestamp: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
-        let key = key_bytes(key)?;
-        let value = value_bytes(value)?;
-        self.with(py, |s| s.put(&key, value.as_deref(), timestamp))
+        let (key, value) = (key_bytes(key)?, value_bytes(value)?);
+        let timestamp = time(timestamp, "timestamp")?;
+        self.inner
+            .with(py, |s| s.put(&key, value.as_deref(), timestamp))
             .map(crate::PutOutcome::code)
     }
 
@@ -156,24 +76,27 @@ impl PyVersionedStore {
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        as_of: Option<i64>,
+        as_of: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PyVersionedRecord>> {
-        let key = key_bytes(key)?;
-        let found = self.with(py, |s| match as_of {
+        let (key, as_of) = (key_bytes(key)?, optional_time(as_of, "as_of")?);
+        let found = self.inner.with(py, |s| match as_of {
             None => s.get(&key),
             Some(t) => s.get_as_of(&key, t),
         })?;
-        Ok(record(py, found))
+        Ok(PyVersionedRecord::from_option(py, found))
     }
 
     fn delete(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
-        timestamp: i64,
+        timestamp: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyVersionedRecord>> {
-        let key = key_bytes(key)?;
-        Ok(record(py, self.with(py, |s| s.delete(&key, timestamp))?))
+        let (key, timestamp) = (key_bytes(key)?, time(timestamp, "timestamp")?);
+        Ok(PyVersionedRecord::from_option(
+            py,
+            self.inner.with(py, |s| s.delete(&key, timestamp))?,
+        ))
     }
 
     #[pyo3(signature = (key, from_time = None, to_time = None, ascending = false))]
@@ -181,17 +104,21 @@ impl PyVersionedStore {
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
-        from_time: Option<i64>,
-        to_time: Option<i64>,
+        from_time: Option<&Bound<'py, PyAny>>,
+        to_time: Option<&Bound<'py, PyAny>>,
         ascending: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let key = key_bytes(key)?;
+        let from_time = optional_time(from_time, "from_time")?;
+        let to_time = optional_time(to_time, "to_time")?;
         let order = if ascending {
             ResultOrder::Ascending
         } else {
             ResultOrder::Descending
         };
-        let found = self.with(py, |s| s.versions(&key, from_time, to_time, order))?;
+        let found = self
+            .inner
+            .with(py, |s| s.versions(&key, from_time, to_time, order))?;
         PyList::new(
             py,
             found.iter().map(|r| PyVersionedRecord::from_core(py, r)),
@@ -205,19 +132,17 @@ impl PyVersionedStore {
         values: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = keys_and_len(keys)?;
+        let keys = arrow::key_column(keys)?;
         let values = arrow::binary_column(values, "values")?;
         let timestamps = arrow::timestamp_column(timestamps, "timestamps")?;
         arrow::check_same_length("values", values.len(), keys.len())?;
         arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
-        let codes = self.detached(py, |s| {
-            let rows = (0..keys.len()).map(|i| {
-                (
-                    keys.get(i).unwrap_or_default(),
-                    values.get(i),
-                    timestamps.value(i),
-                )
-            });
+        let codes = self.inner.detached(py, |s| {
+            let keys = keys.slices();
+            let rows = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &key)| (key, values.get(i), timestamps.value(i)));
             Ok(s.put_batch(rows)?
                 .into_iter()
                 .map(crate::PutOutcome::code)
@@ -233,33 +158,12 @@ impl PyVersionedStore {
         keys: &Bound<'py, PyAny>,
         as_of: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = keys_and_len(keys)?;
-        let as_of = match as_of {
-            None => AsOf::Latest,
-            Some(obj) if obj.is_none() => AsOf::Latest,
-            Some(obj) => {
-                if let Ok(t) = obj.extract::<i64>() {
-                    AsOf::Scalar(t)
-                } else {
-                    let times = arrow::timestamp_column(obj, "as_of")?;
-                    arrow::check_same_length("as_of", times.len(), keys.len())?;
-                    AsOf::PerRow(times)
-                }
-            }
-        };
-        let found = self.detached(py, |s| {
-            (0..keys.len())
-                .map(|i| {
-                    let key = keys.get(i).unwrap_or_default();
-                    match &as_of {
-                        AsOf::Latest => s.get(key),
-                        AsOf::Scalar(t) => s.get_as_of(key, *t),
-                        AsOf::PerRow(times) => s.get_as_of(key, times.value(i)),
-                    }
-                })
-                .collect::<crate::Result<Vec<_>>>()
-        })?;
-        arrow::records_to_pyarrow(py, &found)
+        let keys = arrow::key_column(keys)?;
+        let times = Times::from_py(as_of, keys.len())?;
+        let found = self
+            .inner
+            .detached(py, |s| s.get_batch(&keys.slices(), times.as_of()))?;
+        arrow::records_to_pyarrow(py, found)
     }
 
     fn delete_batch<'py>(
@@ -268,40 +172,45 @@ impl PyVersionedStore {
         keys: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = keys_and_len(keys)?;
+        let keys = arrow::key_column(keys)?;
         let timestamps = arrow::timestamp_column(timestamps, "timestamps")?;
         arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
-        let found = self.detached(py, |s| {
-            s.delete_batch(
-                (0..keys.len()).map(|i| (keys.get(i).unwrap_or_default(), timestamps.value(i))),
-            )
+        let found = self.inner.detached(py, |s| {
+            let keys = keys.slices();
+            let rows = keys
+                .iter()
+                .copied()
+                .zip(timestamps.values().iter().copied());
+            Ok(s.delete_batch(rows)?.into_iter().collect::<RecordColumns>())
         })?;
-        arrow::records_to_pyarrow(py, &found)
+        arrow::records_to_pyarrow(py, found)
     }
 
     #[getter]
     fn observed_stream_time(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |s| Ok(s.observed_stream_time()))
+        self.inner.with(py, |s| Ok(s.observed_stream_time()))
     }
 
     #[getter]
     fn history_retention_ms(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |s| Ok(s.config().history_retention_ms()))
+        self.inner
+            .with(py, |s| Ok(s.config().history_retention_ms()))
     }
 
     #[getter]
     fn segment_interval_ms(&self, py: Python<'_>) -> PyResult<i64> {
-        self.with(py, |s| Ok(s.config().segment_interval_ms()))
+        self.inner
+            .with(py, |s| Ok(s.config().segment_interval_ms()))
     }
 
     #[getter]
     fn path(&self, py: Python<'_>) -> PyResult<Option<PathBuf>> {
-        self.with(py, |s| Ok(s.path().map(PathBuf::from)))
+        self.inner.with(py, |s| Ok(s.path().map(PathBuf::from)))
     }
 
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        self.lock(py).is_none()
+        self.inner.lock(py).is_none()
     }
 
     /// Encodes the accepted writes since the last call as changelog file bytes.
@@ -314,7 +223,7 @@ impl PyVersionedStore {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let attempt_id = attempt_bytes(attempt_id, "attempt_id")?;
         let parent_attempt_id = attempt_bytes(parent_attempt_id, "parent_attempt_id")?;
-        let bytes = self.detached(py, |s| {
+        let bytes = self.inner.detached(py, |s| {
             let records = s.take_changes();
             let header = ChangelogHeader {
                 version,
@@ -336,7 +245,7 @@ impl PyVersionedStore {
         name: &str,
         chunk_records: usize,
     ) -> PyResult<u64> {
-        self.detached(py, |s| {
+        self.inner.detached(py, |s| {
             let (header, records) = changelog::decode(&data, name)?;
             s.apply_changelog(&records, chunk_records)?;
             Ok(header.record_count)
@@ -345,17 +254,15 @@ impl PyVersionedStore {
 
     /// Writes a consistent copy of the store (a RocksDB checkpoint) into the new directory `path`.
     fn create_checkpoint(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        self.detached(py, |s| s.checkpoint(&path))
+        self.inner.detached(py, |s| s.checkpoint(&path))
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.detached(py, |s| s.flush())
+        self.inner.detached(py, VersionedStore::flush)
     }
 
-    fn close(&self, py: Python<'_>) {
-        let store = self.lock(py).take();
-        // RocksDB's shutdown joins background threads: do it without the GIL.
-        py.detach(move || drop(store));
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.close(py, VersionedStore::close)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -363,26 +270,15 @@ impl PyVersionedStore {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
-        self.close(py);
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        match self.lock(py).as_ref() {
-            None => "VersionedStore(<closed>)".to_owned(),
-            Some(s) => {
-                let location = s.path().map_or_else(
-                    || "in-memory".to_owned(),
-                    |p| format!("{:?}", p.display().to_string()),
-                );
-                format!(
-                    "VersionedStore({location}, history_retention_ms={}, segment_interval_ms={}, observed_stream_time={})",
-                    s.config().history_retention_ms(),
-                    s.config().segment_interval_ms(),
-                    s.observed_stream_time()
-                )
-            }
-        }
+        self.inner.lock(py).as_ref().map_or_else(
+            || "VersionedStore(<closed>)".to_owned(),
+            ToString::to_string,
+        )
     }
 
     #[expect(clippy::unused_self, reason = "pickling is refused for every store")]
@@ -391,10 +287,4 @@ impl PyVersionedStore {
             "VersionedStore holds a native handle and cannot be pickled: ship its path and settings and open it where it is used",
         ))
     }
-}
-
-enum AsOf {
-    Latest,
-    Scalar(i64),
-    PerRow(arrow_array::Int64Array),
 }

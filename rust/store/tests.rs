@@ -2024,24 +2024,28 @@ struct Sut {
     store: Option<VersionedStore>,
     dir: Option<tempfile::TempDir>,
     config: StoreConfig,
+    options: RocksOptions,
 }
 
 impl Sut {
-    fn new(config: StoreConfig, persistent: bool) -> Self {
-        if persistent {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let store = VersionedStore::open(dir.path(), config).expect("open");
-            Self {
-                store: Some(store),
-                dir: Some(dir),
-                config,
+    fn new(config: StoreConfig, backing: Backing) -> Self {
+        match backing.options() {
+            Some(options) => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
+                Self {
+                    store: Some(store),
+                    dir: Some(dir),
+                    config,
+                    options,
+                }
             }
-        } else {
-            Self {
+            None => Self {
                 store: Some(VersionedStore::in_memory(config)),
                 dir: None,
                 config,
-            }
+                options: RocksOptions::default(),
+            },
         }
     }
 
@@ -2057,7 +2061,8 @@ impl Sut {
         if let Some(dir) = &self.dir {
             // Close first: the directory lock is held until the store is dropped.
             self.store = None;
-            self.store = Some(VersionedStore::open(dir.path(), self.config).expect("reopen"));
+            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
+            self.store = Some(store.expect("reopen"));
         }
     }
 }
@@ -2142,9 +2147,36 @@ fn compare(sut: &Sut, model: &Model, keys: &[&[u8]], plan: &Plan) -> Result<(), 
     .map_err(TestCaseError::fail)
 }
 
-fn run_model_test(config: StoreConfig, ops: &[Op], persistent: bool) -> Result<(), TestCaseError> {
+/// What a model test's store keeps its data in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    Memory,
+    /// RocksDB with its write-ahead log: every call written through.
+    Logged,
+    /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
+    /// calls), and the cache of latest values is tiny too (forgets often).
+    Buffered,
+}
+
+impl Backing {
+    fn options(self) -> Option<RocksOptions> {
+        match self {
+            Self::Memory => None,
+            Self::Logged => Some(RocksOptions::default()),
+            Self::Buffered => Some(RocksOptions {
+                wal: false,
+                write_buffer_bytes: 2048,
+                latest_cache_bytes: 600,
+                ..RocksOptions::default()
+            }),
+        }
+    }
+}
+
+fn run_model_test(config: StoreConfig, ops: &[Op], backing: Backing) -> Result<(), TestCaseError> {
+    let persistent = backing != Backing::Memory;
     let mut model = Model::new(config);
-    let mut sut = Sut::new(config, persistent);
+    let mut sut = Sut::new(config, backing);
     let retention = config.history_retention_ms();
     for (step, op) in ops.iter().enumerate() {
         let touched = apply(&mut model, &mut sut, op)
@@ -2179,7 +2211,7 @@ proptest! {
         config in arb_config(),
         ops in proptest::collection::vec(arb_op(), 1..40),
     ) {
-        run_model_test(config, &ops, false)?;
+        run_model_test(config, &ops, Backing::Memory)?;
     }
 }
 
@@ -2191,7 +2223,15 @@ proptest! {
         config in arb_config(),
         ops in proptest::collection::vec(arb_op(), 1..40),
     ) {
-        run_model_test(config, &ops, true)?;
+        run_model_test(config, &ops, Backing::Logged)?;
+    }
+
+    #[test]
+    fn buffered_rocksdb_store_matches_the_model_across_reopens(
+        config in arb_config(),
+        ops in proptest::collection::vec(arb_op(), 1..40),
+    ) {
+        run_model_test(config, &ops, Backing::Buffered)?;
     }
 }
 
@@ -2479,7 +2519,8 @@ fn mangle_raw(
     key: &[u8],
     mangle: impl Fn(&[u8]) -> Vec<u8>,
 ) -> usize {
-    let db = rocksdb::DB::open_default(dir).expect("raw open");
+    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(8 << 20, 8 << 20), dir)
+        .expect("raw open");
     let targets: Vec<_> = db
         .iterator(rocksdb::IteratorMode::Start)
         .map(|item| item.expect("iterate"))
@@ -2554,7 +2595,7 @@ fn corrupted_row_is_reported_with_its_segment_and_other_keys_still_read() {
 
     // a write that needs the corrupt row fails and changes nothing
     let err = store
-        .put(b"bad", Some(b"v4"), SI + 30)
+        .put(b"bad", Some(b"v2b"), SI + 15)
         .expect_err("corrupt row");
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("segment 1"), "{err}");
@@ -2563,6 +2604,21 @@ fn corrupted_row_is_reported_with_its_segment_and_other_keys_still_read() {
         store.get(b"bad").expect("get"),
         Some(record("v3", SI + 20, U))
     );
+    // an in-order write appends to the row without reading it: it succeeds, and the row stays
+    // reported as corrupt (the merge keeps the bad bytes behind a poisoned header)
+    assert_eq!(
+        store.put(b"bad", Some(b"v4"), SI + 25).expect("put").code(),
+        U
+    );
+    assert_eq!(
+        store.get(b"bad").expect("get"),
+        Some(record("v4", SI + 25, U))
+    );
+    let err = store.get_as_of(b"bad", SI + 22).expect_err("corrupt row");
+    assert!(err.to_string().contains("segment 1"), "{err}");
+    store.flush().expect("flush survives the poisoned merge");
+    let err = store.get_as_of(b"bad", 50).expect_err("corrupt row");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     // other keys can still be written
     assert_eq!(
         store
@@ -2572,4 +2628,148 @@ fn corrupted_row_is_reported_with_its_segment_and_other_keys_still_read() {
         U
     );
     assert_eq!(store.observed_stream_time(), SI + 30);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Edge inputs (issue 8, point 2): the whole i64 time range, empty and large keys
+// ---------------------------------------------------------------------------------------------
+
+/// Times from the whole `i64` range, the bounds and their neighbours most often.
+fn arb_any_time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        4 => prop::sample::select(vec![i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX]),
+        2 => any::<i64>(),
+        2 => (i64::MAX - 100)..=i64::MAX,
+        1 => 0i64..100,
+    ]
+}
+
+/// The empty key, short keys, and a large one (64 KiB and more).
+fn arb_edge_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        2 => Just(Vec::new()),
+        3 => proptest::collection::vec(any::<u8>(), 1..4),
+        1 => (65_536usize..70_000).prop_map(|n| vec![0xAB; n]),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum EdgeCall {
+    Puts(Vec<(Vec<u8>, Option<Vec<u8>>, i64)>),
+    Deletes(Vec<(Vec<u8>, i64)>),
+    Reads(Vec<(Vec<u8>, i64)>),
+    Versions(Vec<u8>, i64, i64),
+}
+
+fn arb_edge_call() -> impl Strategy<Value = EdgeCall> {
+    let value = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3));
+    prop_oneof![
+        3 => proptest::collection::vec((arb_edge_key(), value, arb_any_time()), 1..6)
+            .prop_map(EdgeCall::Puts),
+        1 => proptest::collection::vec((arb_edge_key(), arb_any_time()), 1..4)
+            .prop_map(EdgeCall::Deletes),
+        2 => proptest::collection::vec((arb_edge_key(), arb_any_time()), 1..6)
+            .prop_map(EdgeCall::Reads),
+        1 => (arb_edge_key(), arb_any_time(), arb_any_time())
+            .prop_map(|(k, a, b)| EdgeCall::Versions(k, a, b)),
+    ]
+}
+
+/// Every call returns a result or refuses an argument: never a panic (which pyo3 would raise
+/// as `PanicException`) and never `Corrupt` (which would mean the store misread its own writes).
+fn check_edge_calls(store: &mut VersionedStore, calls: &[EdgeCall]) -> Result<(), TestCaseError> {
+    let ok_or_invalid = |result: Result<(), Error>, what: &str| match result {
+        Ok(()) | Err(Error::InvalidArgument { .. }) => Ok(()),
+        Err(other) => Err(TestCaseError::fail(format!("{what}: {other:?}"))),
+    };
+    for call in calls {
+        match call {
+            EdgeCall::Puts(rows) => ok_or_invalid(
+                store
+                    .put_batch(
+                        rows.iter()
+                            .map(|(k, v, t)| (k.as_slice(), v.as_deref(), *t)),
+                    )
+                    .map(drop),
+                "put_batch",
+            )?,
+            EdgeCall::Deletes(rows) => ok_or_invalid(
+                store
+                    .delete_batch(rows.iter().map(|(k, t)| (k.as_slice(), *t)))
+                    .map(drop),
+                "delete_batch",
+            )?,
+            EdgeCall::Reads(rows) => {
+                let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
+                let times: Vec<i64> = rows.iter().map(|(_, t)| *t).collect();
+                // reads refuse nothing: any error is a failure
+                let batch = store
+                    .get_batch(&keys, AsOf::PerRow(&times))
+                    .map_err(|e| TestCaseError::fail(format!("get_batch: {e:?}")))?;
+                for (i, (key, t)) in rows.iter().enumerate() {
+                    let single = store
+                        .get_as_of(key, *t)
+                        .map_err(|e| TestCaseError::fail(format!("get_as_of: {e:?}")))?;
+                    prop_assert_eq!(batch.get(i), single);
+                }
+                store
+                    .get_batch(&keys, AsOf::Latest)
+                    .map_err(|e| TestCaseError::fail(format!("get_batch latest: {e:?}")))?;
+            }
+            EdgeCall::Versions(key, a, b) => ok_or_invalid(
+                store
+                    .versions(key, Some(*a.min(b)), Some(*a.max(b)), ASC)
+                    .map(drop),
+                "versions",
+            )?,
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cases(48))]
+
+    #[test]
+    fn batch_calls_over_the_whole_time_range_never_panic_or_misread(
+        calls in proptest::collection::vec(arb_edge_call(), 1..10),
+        retention in prop::sample::select(vec![0i64, 1, 1_000, i64::MAX]),
+        interval in prop::sample::select(vec![1i64, 1_000, i64::MAX]),
+    ) {
+        let config = StoreConfig::new(retention, Some(interval)).expect("config");
+        let mut memory = VersionedStore::in_memory(config);
+        check_edge_calls(&mut memory, &calls)?;
+        let buffered_dir = tempfile::tempdir().expect("tempdir");
+        let options = Backing::Buffered.options().expect("persistent");
+        let mut buffered = VersionedStore::open_with(buffered_dir.path(), config, options).expect("open");
+        check_edge_calls(&mut buffered, &calls)?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rocks = VersionedStore::open(dir.path(), config).expect("open");
+        check_edge_calls(&mut rocks, &calls)?;
+        drop(rocks);
+        // and everything written reads back the same after a reopen
+        let mut reopened = VersionedStore::open(dir.path(), config).expect("reopen");
+        let reads: Vec<EdgeCall> = calls
+            .iter()
+            .filter(|c| matches!(c, EdgeCall::Reads(_)))
+            .cloned()
+            .collect();
+        check_edge_calls(&mut reopened, &reads)?;
+    }
+}
+
+#[test]
+fn writes_at_the_largest_time_read_back_on_both_backends() {
+    on_both_backends(config(10, 3), |s| {
+        s.put("k", Some("v"), i64::MAX - 5, U);
+        assert_eq!(s.delete("k", i64::MAX), Some(record("v", i64::MAX - 5, U)));
+        assert_eq!(s.delete("fresh", i64::MAX), None);
+        s.get_null("k");
+        s.get_null("fresh");
+        s.as_of_value("k", i64::MAX - 1, "v", i64::MAX - 5, i64::MAX);
+        s.as_of_null("k", i64::MAX);
+        s.versions("k", None, None, DESC, &[("v", i64::MAX - 5, i64::MAX)]);
+        s.put("k", Some("w"), i64::MAX, U);
+        s.get_value("k", "w", i64::MAX);
+    });
 }

@@ -1,0 +1,350 @@
+"""The streaming as-of join three ways on the same generated data, in one SparkSession.
+
+* ``asof_join`` — ``verstore.spark.asof_join`` (partition stores, checkpointed);
+* ``pandas_state`` — the baseline a Spark user writes today: both streams unioned, grouped by
+  key, ``applyInPandasWithState`` keeping each key's price history as numpy arrays in
+  ``GroupState`` (their bytes: pyspark 4 fails to read array-typed state back) and looking
+  orders up with ``np.searchsorted``;
+* ``passthrough`` — the floor: the same union, repartition by key and ``mapInArrow``, with no
+  state at all (stream rows out, table columns null).
+
+Data (seeded): ``keys`` symbols; per micro-batch ``rows`` orders and ``rows / 2`` price updates
+(batch 0 also one initial price per symbol), 10% of each arriving late (event time in an earlier
+batch's window). Each input is one Parquet file per batch, read with ``maxFilesPerTrigger=1``.
+The sink collects each batch to the driver (``toArrow``). Throughput is stream rows over the
+summed ``triggerExecution`` of batches 1.. (batch 0 also starts Python workers). The two joins
+are checked against a pandas ``merge_asof`` oracle per batch (orders of the batch against every
+price update so far); the pass-through is checked to return every order.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+WINDOW_MS = 60_000
+ORDERS_DDL = "order_id long, symbol string, order_ts long, quantity long"
+PRICES_DDL = "symbol string, price_ts long, price double"
+OUT_COLUMNS = [
+    "order_id",
+    "symbol",
+    "order_ts",
+    "quantity",
+    "price",
+    "table_valid_from",
+    "table_valid_to",
+]
+
+
+@dataclass(frozen=True)
+class Scale:
+    keys: int
+    rows: int
+    batches: int
+
+
+@dataclass
+class Batch:
+    orders: pa.Table
+    prices: pa.Table
+
+
+def generate(scale: Scale, seed: int = 11) -> list[Batch]:
+    """Orders and price updates per batch; (symbol, price time) pairs are distinct."""
+    rng = np.random.default_rng(seed)
+    symbols = np.array([f"SYM{i:06d}" for i in range(scale.keys)], dtype=object)
+    used: set[tuple[int, int]] = set()
+    out = []
+    for b in range(scale.batches):
+
+        def times(n: int, b: int = b) -> np.ndarray[Any, Any]:
+            on_time = b * WINDOW_MS + rng.integers(0, WINDOW_MS, n)
+            if b == 0:
+                return on_time
+            late = rng.integers(0, b * WINDOW_MS, n)
+            return np.where(rng.random(n) < 0.1, late, on_time)
+
+        n = scale.rows // 2
+        sym = rng.integers(0, scale.keys, n)
+        ts = times(n)
+        if b == 0:
+            sym = np.concatenate([np.arange(scale.keys), sym])
+            ts = np.concatenate([rng.integers(0, 1_000, scale.keys), ts])
+        pairs = sym.astype(np.int64) * (1 << 32) + ts
+        _, first = np.unique(pairs, return_index=True)
+        keep = np.zeros(len(pairs), dtype=bool)
+        keep[first] = True
+        keep &= np.array(
+            [(s, t) not in used for s, t in zip(sym.tolist(), ts.tolist(), strict=True)]
+        )
+        used.update(zip(sym[keep].tolist(), ts[keep].tolist(), strict=True))
+        prices = pa.table(
+            {
+                "symbol": symbols[sym[keep]],
+                "price_ts": pa.array(ts[keep], pa.int64()),
+                "price": np.round(rng.uniform(10, 500, int(keep.sum())), 2),
+            }
+        )
+        m = scale.rows
+        orders = pa.table(
+            {
+                "order_id": np.arange(b * m, (b + 1) * m, dtype=np.int64),
+                "symbol": symbols[rng.integers(0, scale.keys, m)],
+                "order_ts": pa.array(times(m), pa.int64()),
+                "quantity": rng.integers(1, 100, m),
+            }
+        )
+        out.append(Batch(orders, prices))
+    return out
+
+
+def write_inputs(batches: list[Batch], data_dir: Path) -> None:
+    """One Parquet file per stream per batch, oldest modification time first."""
+    for i, batch in enumerate(batches):
+        for name, table in (("orders", batch.orders), ("prices", batch.prices)):
+            directory = data_dir / name
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"batch-{i:05d}.parquet"
+            pq.write_table(table, path)
+            os.utime(path, (1_000_000_000 + i, 1_000_000_000 + i))
+
+
+def oracle(orders: pa.Table, prices_so_far: pa.Table) -> pd.DataFrame:
+    """Each order with the newest price of its symbol at or before its time."""
+    right = prices_so_far.to_pandas().sort_values(["symbol", "price_ts"])
+    right["table_valid_to"] = right.groupby("symbol")["price_ts"].shift(-1).astype("Int64")
+    right = right.rename(columns={"price_ts": "table_valid_from"})
+    merged = pd.merge_asof(
+        orders.to_pandas().sort_values("order_ts"),
+        right.assign(order_ts=right["table_valid_from"]).sort_values("order_ts"),
+        on="order_ts",
+        by="symbol",
+        direction="backward",
+    )
+    merged["table_valid_from"] = merged["table_valid_from"].astype("Int64")
+    return merged.sort_values("order_id").reset_index(drop=True)
+
+
+def check(batches: list[Batch], outputs: dict[int, pa.Table], joins: bool) -> list[str]:
+    """Differences from the oracle (or, for the pass-through, missing orders)."""
+    problems = []
+    for b, batch in enumerate(batches):
+        got = outputs.get(b)
+        if got is None:
+            problems.append(f"batch {b}: no output")
+            continue
+        out = got.to_pandas().sort_values("order_id").reset_index(drop=True)
+        ids = batch.orders.column("order_id").to_numpy()
+        if len(out) != len(ids) or not (out["order_id"].to_numpy() == np.sort(ids)).all():
+            problems.append(f"batch {b}: {len(out)} rows for {len(ids)} orders")
+            continue
+        if not joins:
+            continue
+        seen = pa.concat_tables([x.prices for x in batches[: b + 1]])
+        expected = oracle(batch.orders, seen)
+        for column in ("price", "table_valid_from", "table_valid_to"):
+            a = out[column].astype("Float64")
+            e = expected[column].astype("Float64")
+            same = (a == e).fillna(False) | (a.isna() & e.isna())
+            if not same.all():
+                problems.append(f"batch {b}: {int((~same).sum())} rows differ in {column}")
+    return problems
+
+
+# --- the three pipelines ------------------------------------------------------------------------
+
+
+def _inputs(spark: Any, data_dir: Path) -> tuple[Any, Any]:
+    read = spark.readStream.option("maxFilesPerTrigger", 1)
+    orders = read.schema(ORDERS_DDL).parquet(str(data_dir / "orders"))
+    prices = read.schema(PRICES_DDL).parquet(str(data_dir / "prices"))
+    return orders, prices
+
+
+def _tagged(orders: Any, prices: Any) -> Any:
+    """Both streams in one: side 0 = order, 1 = price update (as asof_join unions them)."""
+    from pyspark.sql import functions as F
+
+    return orders.select(
+        F.lit(0).cast("byte").alias("side"),
+        "symbol",
+        F.col("order_ts").alias("t"),
+        "order_id",
+        "quantity",
+        F.lit(None).cast("double").alias("price"),
+    ).unionByName(
+        prices.select(
+            F.lit(1).cast("byte").alias("side"),
+            "symbol",
+            F.col("price_ts").alias("t"),
+            F.lit(None).cast("long").alias("order_id"),
+            F.lit(None).cast("long").alias("quantity"),
+            "price",
+        )
+    )
+
+
+OUT_DDL = (
+    "order_id long, symbol string, order_ts long, quantity long, price double, "
+    "table_valid_from long, table_valid_to long"
+)
+
+
+def asof_query(spark: Any, data_dir: Path, partitions: int) -> Any:
+    from verstore.spark import asof_join
+
+    orders, prices = _inputs(spark, data_dir)
+    return asof_join(
+        orders,
+        prices,
+        on="symbol",
+        stream_time="order_ts",
+        table_time="price_ts",
+        table_values=["price"],
+        how="left",
+        history_retention="7 days",
+        num_partitions=partitions,
+        store="bench_asof",
+    ).select(*OUT_COLUMNS)
+
+
+def _passthrough_partition(batches: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        rows = batch.filter(pc.equal(batch.column("side"), 0))
+        n = rows.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [
+                rows.column("order_id"),
+                rows.column("symbol"),
+                rows.column("t"),
+                rows.column("quantity"),
+                pa.nulls(n, pa.float64()),
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.int64()),
+            ],
+            names=OUT_COLUMNS,
+        )
+
+
+def passthrough_query(spark: Any, data_dir: Path, partitions: int) -> Any:
+    tagged = _tagged(*_inputs(spark, data_dir))
+    return tagged.repartition(partitions, "symbol").mapInArrow(_passthrough_partition, OUT_DDL)
+
+
+def _pandas_state(key: Any, pdfs: Any, state: Any) -> Any:
+    """One key's batch: apply its price updates, then look its orders up in the history."""
+    import numpy as np
+    import pandas as pd
+
+    if state.exists:
+        times_bytes, prices_bytes = state.get
+        times = np.frombuffer(times_bytes, np.int64)
+        prices = np.frombuffer(prices_bytes, np.float64)
+    else:
+        times, prices = np.empty(0, np.int64), np.empty(0, np.float64)
+    pdf = pd.concat(list(pdfs), ignore_index=True)
+    updates = pdf[pdf["side"] == 1]
+    if len(updates):
+        times = np.concatenate([times, updates["t"].to_numpy(np.int64)])
+        prices = np.concatenate([prices, updates["price"].to_numpy(np.float64)])
+        order = np.argsort(times, kind="stable")
+        times, prices = times[order], prices[order]
+        state.update((times.tobytes(), prices.tobytes()))
+    orders = pdf[pdf["side"] == 0]
+    if not len(orders):
+        return
+    t = orders["t"].to_numpy(np.int64)
+    i = np.searchsorted(times, t, side="right") - 1
+    found = i >= 0
+    has_next = found & (i + 1 < len(times))
+    price = np.full(len(t), np.nan)
+    valid_from = pd.array(np.zeros(len(t), np.int64), dtype="Int64")
+    valid_to = pd.array(np.zeros(len(t), np.int64), dtype="Int64")
+    price[found] = prices[i[found]]
+    valid_from[found] = times[i[found]]
+    valid_to[has_next] = times[i[has_next] + 1]
+    valid_from[~found] = pd.NA
+    valid_to[~has_next] = pd.NA
+    yield pd.DataFrame(
+        {
+            "order_id": orders["order_id"].to_numpy(),
+            "symbol": orders["symbol"].to_numpy(),
+            "order_ts": t,
+            "quantity": orders["quantity"].to_numpy(),
+            "price": price,
+            "table_valid_from": valid_from,
+            "table_valid_to": valid_to,
+        }
+    )
+
+
+def pandas_state_query(spark: Any, data_dir: Path, partitions: int) -> Any:
+    from pyspark.sql import types as T
+
+    state = T.StructType(
+        [T.StructField("times", T.BinaryType()), T.StructField("prices", T.BinaryType())]
+    )
+    tagged = _tagged(*_inputs(spark, data_dir))
+    return tagged.groupBy("symbol").applyInPandasWithState(
+        _pandas_state,
+        outputStructType=OUT_DDL,
+        stateStructType=state,
+        outputMode="append",
+        timeoutConf="NoTimeout",
+    )
+
+
+QUERIES = {
+    "asof_join": asof_query,
+    "pandas_state": pandas_state_query,
+    "passthrough": passthrough_query,
+}
+
+
+@dataclass
+class Result:
+    rows_per_s: float
+    stream_rows: int
+    seconds: float
+    problems: list[str]
+
+
+def run(
+    spark: Any, name: str, data_dir: Path, work: Path, batches: list[Batch], partitions: int
+) -> Result:
+    """Runs one pipeline over every input file (availableNow) and checks its output."""
+    import verstore.spark
+
+    shutil.rmtree(work, ignore_errors=True)
+    verstore.spark.configure(spark, str(work / "verstore"), local_dir=str(work / "local"))
+    outputs: dict[int, pa.Table] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = df.toArrow()
+
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    query = (
+        QUERIES[name](spark, data_dir, partitions)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    timed = [p for p in progress if p["batchId"] > 0] or progress
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in timed) / 1000
+    stream_rows = sum(batches[p["batchId"]].orders.num_rows for p in timed)
+    problems = check(batches, outputs, joins=name != "passthrough")
+    return Result(stream_rows / max(seconds, 1e-9), stream_rows, seconds, problems)

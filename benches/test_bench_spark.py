@@ -1,0 +1,116 @@
+"""Spark: ``asof_join`` against the ``applyInPandasWithState`` baseline and the stateless floor.
+
+Scales: 10 000 keys with 60 000 orders per micro-batch (all three pipelines) and 100 000 keys
+with 600 000 orders per micro-batch (``asof_join`` and the floor: the baseline takes minutes
+there), 4 micro-batches each, 4 partitions on ``local[2]``. With ``--benchmark-disable`` (CI
+smoke runs) or ``VERSTORE_BENCH_SPARK_SCALE=smoke`` the scales shrink to a few hundred rows.
+Each pipeline's rows/s is in ``extra_info["rows_per_s"]`` (see ``spark_asof.py`` for the method);
+every join is checked against the pandas ``merge_asof`` oracle.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import spark_asof
+from .spark_asof import Scale
+
+pytestmark = pytest.mark.spark
+
+PARTITIONS = 4
+FULL = {
+    "10k_keys": (
+        Scale(keys=10_000, rows=60_000, batches=4),
+        ["asof_join", "pandas_state", "passthrough"],
+    ),
+    "100k_keys": (Scale(keys=100_000, rows=600_000, batches=4), ["asof_join", "passthrough"]),
+}
+SMOKE = {
+    "10k_keys": (
+        Scale(keys=200, rows=1_000, batches=2),
+        ["asof_join", "pandas_state", "passthrough"],
+    ),
+    "100k_keys": (Scale(keys=500, rows=2_000, batches=2), ["asof_join", "passthrough"]),
+}
+CASES = [(scale, name) for scale, (_, names) in FULL.items() for name in names]
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("verstore-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[Any]]]:
+    """Each scale's data, generated and written lazily."""
+    return {}
+
+
+def _data(inputs: dict[str, Any], scale_name: str, smoke: bool, root: Path) -> tuple[Path, Any]:
+    key = f"{scale_name}-{smoke}"
+    if key not in inputs:
+        scale = (SMOKE if smoke else FULL)[scale_name][0]
+        batches = spark_asof.generate(scale)
+        data_dir = root / key
+        spark_asof.write_inputs(batches, data_dir)
+        inputs[key] = (data_dir, batches)
+    return inputs[key]  # type: ignore[no-any-return]
+
+
+@pytest.mark.benchmark(group="spark_asof_join")
+@pytest.mark.parametrize(("scale_name", "pipeline"), CASES)
+def test_spark_asof_join(
+    benchmark: Any,
+    spark: Any,
+    inputs: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    scale_name: str,
+    pipeline: str,
+) -> None:
+    smoke = benchmark.disabled or os.environ.get("VERSTORE_BENCH_SPARK_SCALE") == "smoke"
+    data_dir, batches = _data(inputs, scale_name, smoke, tmp_path_factory.getbasetemp())
+    results: list[spark_asof.Result] = []
+
+    def run() -> None:
+        results.append(
+            spark_asof.run(spark, pipeline, data_dir, tmp_path / "work", batches, PARTITIONS)
+        )
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    result = results[-1]
+    assert not result.problems, result.problems[:5]
+    scale = (SMOKE if smoke else FULL)[scale_name][0]
+    benchmark.extra_info.update(
+        rows_per_s=result.rows_per_s,
+        rows=result.stream_rows,
+        batch_seconds=result.seconds,
+        keys=scale.keys,
+        rows_per_batch=scale.rows,
+        pipeline=pipeline,
+        loadavg=os.getloadavg()[0],
+    )

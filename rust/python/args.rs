@@ -1,0 +1,62 @@
+//! Conversion of single-record arguments: keys, values and times.
+
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBool;
+
+use super::errors::type_error;
+
+/// A key: `bytes` (or another buffer of bytes).
+pub(crate) fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {
+    key.extract::<PyBackedBytes>()
+        .map_err(|_| type_error("key", "bytes", key))
+}
+
+/// A value: `bytes`, or `None` for a tombstone.
+pub(crate) fn value_bytes(value: &Bound<'_, PyAny>) -> PyResult<Option<PyBackedBytes>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    value
+        .extract::<PyBackedBytes>()
+        .map(Some)
+        .map_err(|_| type_error("value", "bytes or None", value))
+}
+
+/// A time in milliseconds: an `int` (or `__index__`) in the `int64` range; `bool` is refused,
+/// and an out-of-range `int` is a `ValueError`, like a negative write time.
+pub(crate) fn time(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<i64> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{argument} must be int, got bool"
+        )));
+    }
+    obj.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyValueError::new_err(format!(
+                "{argument} must fit in 64 bits (-2**63 <= {argument} < 2**63), got {obj}"
+            ))
+        } else {
+            type_error(argument, "int", obj)
+        }
+    })
+}
+
+/// An optional time (`None` passes through).
+pub(crate) fn optional_time(
+    obj: Option<&Bound<'_, PyAny>>,
+    argument: &str,
+) -> PyResult<Option<i64>> {
+    match obj {
+        Some(obj) if !obj.is_none() => time(obj, argument).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// An attempt id: exactly 16 bytes.
+pub(crate) fn attempt_bytes(id: &[u8], argument: &str) -> PyResult<[u8; 16]> {
+    id.try_into().map_err(|_| {
+        PyValueError::new_err(format!("{argument} must be 16 bytes, got {}", id.len()))
+    })
+}
