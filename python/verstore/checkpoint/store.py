@@ -160,6 +160,7 @@ class PartitionStore:
     _attempt: bytes
     _store: VersionedStore | None
     _uploaded: dict[str, Any]
+    _memory_limit_mb: int | None
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -182,6 +183,7 @@ class PartitionStore:
         num_partitions: int | None = None,
         columns: ColumnLayout | None = None,
         read_only: bool = False,
+        memory_limit_mb: int | None = None,
     ) -> PartitionStore:
         """Opens ``partition`` of ``store_name`` at exactly ``version``.
 
@@ -209,6 +211,8 @@ class PartitionStore:
                 recorded, the state is rebuilt in a private directory that is removed at
                 :meth:`abort` (the working copy in ``local_dir`` is left as it is), and
                 :meth:`commit` is refused.
+            memory_limit_mb: The store's own memory (RocksDB's memtables and its cache of
+                latest values, see ``VersionedStore``); None for the store's defaults.
 
         Raises:
             ValueError: A bad version, partition, store name or lineage.
@@ -241,6 +245,7 @@ class PartitionStore:
         self._local = LocalCopy(local_dir, store_name, lineage, partition)
         self.partition, self.version, self.lineage = partition, version, lineage
         self.read_only = read_only
+        self._memory_limit_mb = memory_limit_mb
         self.stats = OpenStats()
         self.commit_stats = None
         self._store = None
@@ -501,6 +506,7 @@ class PartitionStore:
             segment_interval_ms=self._settings.segment_interval_ms,
             write_ahead_log=False,
             record_changes=not self.read_only,
+            memory_limit_mb=self._memory_limit_mb,
         )
 
     # -- after the commit point ------------------------------------------------------------------

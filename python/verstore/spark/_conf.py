@@ -20,7 +20,7 @@ SNAPSHOT_INTERVAL = PREFIX + "snapshotInterval"
 MIN_VERSIONS_TO_RETAIN = PREFIX + "minVersionsToRetain"
 LOCK_TIMEOUT_S = PREFIX + "lockTimeoutSeconds"
 MEMORY_LIMIT_MB = PREFIX + "memoryLimitMb"
-DEFAULT_MEMORY_LIMIT_MB = 256
+DEFAULT_MEMORY_LIMIT_MB = 512
 
 
 def configure(
@@ -51,10 +51,11 @@ def configure(
         min_versions_to_retain: Versions kept rebuildable by cleanup (default 100, at least 2).
         lock_timeout_s: How long a task waits for a partition's local directory held by a
             previous task of the same partition (default 60).
-        memory_limit_mb: How much Arrow data a partition-mode task holds in memory (its
-            micro-batch's input while the table updates are applied, its output until the
-            commit) before it spills to ``local_dir`` (default 256). RocksDB's own memory is
-            separate (docs/spark.md, sizing).
+        memory_limit_mb: The memory a task's verstore work may use (default 512): half for
+            Arrow data (its micro-batch's input while table updates are applied, its output
+            until the commit), beyond which it spills to ``local_dir``; half for its open
+            stores' own memory (RocksDB memtables and the cache of latest values), shared among
+            them. RocksDB's block cache is one per Python worker, apart (docs/spark.md, sizing).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
@@ -101,6 +102,15 @@ class TaskConf:
     min_versions_to_retain: int
     lock_timeout_s: float
     memory_limit_bytes: int
+
+    @property
+    def arrow_budget_bytes(self) -> int:
+        """The Arrow data a task holds before it spills: half of the memory limit."""
+        return self.memory_limit_bytes // 2
+
+    def store_memory_mb(self, stores: int) -> int:
+        """Each open store's own memory when ``stores`` are open: the other half, shared."""
+        return max(8, (self.memory_limit_bytes // 2 >> 20) // max(1, stores))
 
     @staticmethod
     def current() -> TaskConf:

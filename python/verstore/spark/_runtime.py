@@ -78,7 +78,7 @@ def partition_stores(
     """Opens the task's partition of every store at the batch's version; commits all on a clean
     exit, aborts all on an exception."""
     conf = TaskConf.current()
-    with SpillArea(conf.local_dir, conf.memory_limit_bytes) as own_spill:
+    with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as own_spill:
         yield from _partition_stores(conf, specs, num_partitions, spill or own_spill)
 
 
@@ -106,6 +106,7 @@ def _partition_stores(
                 options=options,
                 num_partitions=num_partitions,
                 columns=spec.columns,
+                memory_limit_mb=conf.store_memory_mb(len(specs)),
             )
         yield PartitionContext(
             stores={name: p.store for name, p in opened.items()},
@@ -201,7 +202,7 @@ def map_partitions_with_stores(
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         conf = TaskConf.current()
-        with SpillArea(conf.local_dir, conf.memory_limit_bytes) as spill:
+        with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
             output = RowBuffer(spill, share=0.25)
             with partition_stores(specs, num_partitions=num_partitions, spill=spill) as ctx:
                 source = _Input(batches)
