@@ -1,4 +1,4 @@
-"""The operator CLI: ``verstore inspect|get|verify URI`` (also ``python -m verstore``).
+"""The operator CLI: ``verstore inspect|get|scan|verify URI`` (also ``python -m verstore``).
 
 ``URI`` is a checkpoint root (holding one directory per store) or one store's directory, as a
 local path or a ``pyarrow.fs`` URI; ``--storage-option key=value`` configures the filesystem.
@@ -189,6 +189,61 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scan(args: argparse.Namespace) -> int:
+    """A store's state (each key as of a time, or every version) as a table or Parquet."""
+    import pyarrow as pa
+
+    from verstore.reader import NEWEST, output_schema, read_partition, resolve
+
+    loc = Location.resolve(args.uri, _options(args.storage_option))
+    name, root = _one_store(loc, args)
+    lineage = _lineage(root, name, args.lineage)
+    ref, settings = resolve(root, name, lineage.lineage)
+    if args.history and args.as_of is not None:
+        raise ValueError("--as-of reads one version per key; with --history use --from/--to")
+    prefix = bytes.fromhex(args.prefix) if args.prefix is not None else None
+    partitions = lineage.partitions() if args.partition is None else [args.partition]
+    batches = (
+        batch
+        for p in partitions
+        for batch in read_partition(
+            ref,
+            settings,
+            p,
+            version=NEWEST if args.version is None else args.version,
+            as_of=args.as_of,
+            history=args.history,
+            from_time=args.from_time,
+            to_time=args.to_time,
+            prefix=prefix,
+        )
+    )
+    schema = output_schema(settings.columns)
+    if args.parquet:
+        import pyarrow.parquet as pq
+
+        rows = 0
+        with pq.ParquetWriter(args.parquet, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        print(f"wrote {rows} rows to {args.parquet}", file=sys.stderr)
+        return 0
+    shown = 0
+    table_batches = []
+    for batch in batches:
+        take = batch.slice(0, max(0, args.limit - shown))
+        table_batches.append(take)
+        shown += take.num_rows
+        if shown >= args.limit:
+            break
+    table = pa.Table.from_batches(table_batches, schema=schema)
+    print(table.to_pandas().to_string(index=False) if table.num_rows else "(no rows)")
+    if shown >= args.limit:
+        print(f"(first {args.limit} rows; --limit N or --parquet FILE for more)", file=sys.stderr)
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     loc = Location.resolve(args.uri, _options(args.storage_option))
     problems: list[str] = []
@@ -241,6 +296,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--hex", action="store_true", help="KEY and the printed value are hex")
     p.add_argument("key")
     p.set_defaults(fn=cmd_get)
+    p = sub.add_parser("scan", help="a store's state as a table or Parquet: keys as of a time")
+    common(p)
+    p.add_argument("--partition", type=int, default=None, help="default: every partition")
+    p.add_argument("--version", type=int, default=None, help="default: the newest")
+    p.add_argument("--as-of", type=int, default=None, help="each key's version valid then (ms)")
+    p.add_argument("--history", action="store_true", help="every version, not one per key")
+    p.add_argument("--from", dest="from_time", type=int, default=None, help="with --history")
+    p.add_argument("--to", dest="to_time", type=int, default=None, help="with --history")
+    p.add_argument("--prefix", default=None, help="only keys starting with these hex bytes")
+    p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
+    p.add_argument("--parquet", default=None, metavar="FILE", help="write every row to FILE")
+    p.set_defaults(fn=cmd_scan)
     p = sub.add_parser("verify", help="checksums and the version chain")
     common(p)
     p.add_argument("--deep", action="store_true", help="also checksum every SST file")

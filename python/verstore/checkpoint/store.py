@@ -129,6 +129,7 @@ class CommitStats:
     """What a commit wrote, for metrics."""
 
     version: int = 0
+    records: int = 0
     changelog_bytes: int = 0
     snapshot: bool = False
     snapshot_uploaded_bytes: int = 0
@@ -326,6 +327,7 @@ class PartitionStore:
         try:
             store.flush()
             data = store.take_changelog(new.version, new.attempt, self._serving.attempt)
+            stats.records = read_changelog_header(data, "changelog")[3]
             faults.step("before_changelog")
             self._location.write_new(self._files.changelog(new, self._serving), data)
             stats.changelog_bytes = len(data)

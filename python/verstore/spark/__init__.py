@@ -7,6 +7,8 @@ opens its partition's stores at the micro-batch's version and commits when done.
 
 from verstore.spark._conf import TaskConf, configure
 from verstore.spark._inspect import inspect
+from verstore.spark._metrics import TaskMetrics, partition_metrics
+from verstore.spark._reader import read_store
 from verstore.spark._runtime import (
     PartitionContext,
     StoreSpec,
@@ -29,6 +31,7 @@ __all__ = [
     "PartitionContext",
     "StoreSpec",
     "TaskConf",
+    "TaskMetrics",
     "VersionedStatefulProcessor",
     "asof_join",
     "configure",
@@ -36,7 +39,9 @@ __all__ = [
     "latest_by_timestamp",
     "load_history",
     "map_partitions_with_stores",
+    "partition_metrics",
     "partition_stores",
+    "read_store",
     "save_history",
     "versioned_table_join",
 ]

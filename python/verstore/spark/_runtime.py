@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
+from verstore.spark import _metrics
 from verstore.spark._conf import PREFIX, TaskConf
+from verstore.spark._metrics import TaskMetrics
 from verstore.spark._spill import RowBuffer, SpillArea
 
 #: Fault injection for tests: with this conf set to "true", a task raises right after its
@@ -55,6 +57,8 @@ class PartitionContext:
         partition: The partition.
         rebuilt: Store name -> whether it was rebuilt from the checkpoint (not reused locally).
         spill: Where buffers that outgrow the task's memory budget spill to.
+        metrics: The task's store metrics; a partition function adds what only it knows, e.g.
+            ``ctx.metrics.expired(codes)`` after a ``put_batch``.
     """
 
     stores: dict[str, VersionedStore]
@@ -62,6 +66,7 @@ class PartitionContext:
     partition: int
     rebuilt: dict[str, bool]
     spill: SpillArea
+    metrics: TaskMetrics = field(default_factory=TaskMetrics)
 
     def store(self, name: str) -> VersionedStore:
         try:
@@ -91,6 +96,7 @@ def _partition_stores(
         lock_timeout_s=conf.lock_timeout_s,
     )
     opened: dict[str, PartitionStore] = {}
+    metrics = TaskMetrics()
     try:
         for name, spec in specs.items():
             opened[name] = PartitionStore.open(
@@ -108,12 +114,14 @@ def _partition_stores(
                 columns=spec.columns,
                 memory_limit_mb=conf.store_memory_mb(len(specs)),
             )
+            metrics.opened(opened[name])
         yield PartitionContext(
             stores={name: p.store for name, p in opened.items()},
             batch_id=conf.batch_id,
             partition=conf.partition,
             rebuilt={name: p.rebuilt for name, p in opened.items()},
             spill=spill,
+            metrics=metrics,
         )
     except BaseException:
         for p in opened.values():
@@ -121,7 +129,11 @@ def _partition_stores(
         raise
     try:
         for p in opened.values():
+            metrics.store_state(p.store)
+        metrics.start_commit()
+        for p in opened.values():
             p.commit()
+            metrics.committed(p, p.commit_stats.records if p.commit_stats else 0)
     except BaseException:
         for p in opened.values():  # release the stores not committed yet (no-op for the others)
             p.abort()
@@ -198,7 +210,17 @@ def map_partitions_with_stores(
         or num_partitions < 1
     ):
         raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     specs = dict(stores)
+    if isinstance(schema, str):
+        schema = T._parse_datatype_string(schema)
+    # Every column nullable: the metrics row (see _metrics) is null in all of them.
+    user = T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
+    out_arrow = to_arrow_schema(user, timezone="UTC")
+    name = "verstore." + "+".join(specs)
+    accumulator = _metrics.accumulator(df.sparkSession, name)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         conf = TaskConf.current()
@@ -209,6 +231,13 @@ def map_partitions_with_stores(
                 for batch in fn(ctx, source):
                     output.add(batch)
                 source.require_exhausted()
-            yield from output.batches()
+            for batch in output.batches():
+                yield _metrics.with_null_metrics(batch)
+            yield _metrics.metrics_row(out_arrow, ctx.metrics)
+            accumulator.add(
+                [{"batch_id": ctx.batch_id, "partition": ctx.partition, **ctx.metrics.as_dict()}]
+            )
 
-    return df.repartition(num_partitions, *keys).mapInArrow(run, schema)
+    with_metrics = user.add(_metrics.METRICS, _metrics.spark_type(), True)
+    mapped = df.repartition(num_partitions, *keys).mapInArrow(run, with_metrics)
+    return _metrics.observed(mapped, name)

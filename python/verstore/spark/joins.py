@@ -267,7 +267,7 @@ class _AsofPartition:
             if stream_rows.num_rows:
                 lookups.add(stream_rows.select([*self.keys, _TIME, *self.stream_cols]))
         for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
-            self._apply(store, chunk)
+            ctx.metrics.expired(self._apply(store, chunk))
         for rows in lookups.batches():
             yield self._lookup(store, rows)
 
@@ -293,8 +293,9 @@ class _AsofPartition:
             columns[_B] = K.encode(updates, self.tie_breakers)
         return pa.RecordBatch.from_pydict(columns)
 
-    def _apply(self, store: Any, chunk: Any) -> None:
-        """Applies a chunk of updates sorted by the sort key, whose (time, key) runs are whole."""
+    def _apply(self, store: Any, chunk: Any) -> Any:
+        """Applies a chunk of updates sorted by the sort key, whose (time, key) runs are whole;
+        returns the put return codes."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -309,7 +310,7 @@ class _AsofPartition:
             same_slot = pc.fill_null(pc.equal(existing.column("timestamp"), t), False)
             beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_B)))
             winners = winners.filter(pc.invert(pc.fill_null(beaten, False)))
-        store.put_batch(winners.column(_K), winners.column(_V), winners.column(_T))
+        return store.put_batch(winners.column(_K), winners.column(_V), winners.column(_T))
 
     def _lookup(self, store: Any, rows: Any) -> Any:
         import pyarrow as pa

@@ -39,6 +39,7 @@ from typing import Any
 from verstore._core import NOT_PUT
 from verstore.spark import _args as A
 from verstore.spark import _kernels as K
+from verstore.spark._metrics import TaskMetrics
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
 from verstore.spark._spill import SORT_KEY, ExternalSorter
 
@@ -228,13 +229,13 @@ class _LatestPartition:
                 updates.add(self._compact(batch))
         if self.emit != "latest":
             for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
-                yield self._changes(store, chunk)
+                yield self._changes(store, chunk, ctx.metrics)
             return
         # emit="latest": each chunk's last change per key is a candidate; a key's row is its
         # last candidate, with the value from before its first (the value before the batch).
         candidates = ExternalSorter(ctx.spill, share=0.2)
         for i, chunk in enumerate(K.whole_runs(updates.chunks(), [_T, _K])):
-            candidates.add(self._latest_candidates(store, chunk, i))
+            candidates.add(self._latest_candidates(store, chunk, i, ctx.metrics))
         for chunk in K.whole_runs(candidates.chunks(), [_K]):
             yield self._latest(chunk)
 
@@ -265,7 +266,7 @@ class _LatestPartition:
             columns[f"o{i}"] = batch.column(c)
         return pa.RecordBatch.from_pydict(columns)
 
-    def _apply(self, store: Any, chunk: Any) -> tuple[Any, Any, Any, Any]:
+    def _apply(self, store: Any, chunk: Any, metrics: TaskMetrics) -> tuple[Any, Any, Any, Any]:
         """Puts a chunk's winners in (time, key) order; returns them in (key, time) order with
         their put return codes, the group start of each row's key, and the newest value of each
         before the chunk (when needed)."""
@@ -276,6 +277,7 @@ class _LatestPartition:
         need_before = self.previous or self.emit == "latest"
         before = store.get_batch(winners.column(_K)).column("value") if need_before else None
         codes = K.put_in_order(store, winners.column(_K), winners.column(_V), winners.column(_T))
+        metrics.expired(codes)
         order = K.sort_indices({"k": winners.column(_K), "t": winners.column(_T)}, ["k", "t"])
         winners = winners.take(order)
         codes = codes[order]
@@ -294,13 +296,13 @@ class _LatestPartition:
             columns += K.decode(prev, self.value_schema).columns
         return pa.RecordBatch.from_arrays(columns, names=self.out_names)
 
-    def _changes(self, store: Any, chunk: Any) -> Any:
+    def _changes(self, store: Any, chunk: Any, metrics: TaskMetrics) -> Any:
         """emit="changes" / "all": a row per change (per applied update) of the chunk."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        winners, codes, first, before = self._apply(store, chunk)
+        winners, codes, first, before = self._apply(store, chunk, metrics)
         latest = codes == -1
         sel = np.ones(len(codes), dtype=bool) if self.emit == "all" else latest
         prev = None
@@ -319,13 +321,13 @@ class _LatestPartition:
             change[(c != -1) & (c != NOT_PUT)] = OUT_OF_ORDER
         return self._output(winners.filter(pa.array(sel)), change, prev)
 
-    def _latest_candidates(self, store: Any, chunk: Any, index: int) -> Any:
+    def _latest_candidates(self, store: Any, chunk: Any, index: int, metrics: TaskMetrics) -> Any:
         """The chunk's last change of each key, with the key's newest value before the chunk,
         sorted by (key, chunk)."""
         import numpy as np
         import pyarrow as pa
 
-        winners, codes, first, before = self._apply(store, chunk)
+        winners, codes, first, before = self._apply(store, chunk, metrics)
         latest = codes == -1
         idx = np.arange(len(codes))
         last_latest = np.maximum.accumulate(np.where(latest, idx, -1))
@@ -560,7 +562,7 @@ class _JoinPartition:
                 if part.num_rows:
                     updates.add(self._compact(part, column, s))
         for chunk in K.whole_runs(updates.chunks(), [_T, _S, _K]):
-            yield self._join(stores, chunk)
+            yield self._join(stores, chunk, ctx.metrics)
 
     def _compact(self, part: Any, column: str, side: int) -> Any:
         """(sort key, k, t, s, v): the sort key orders by (time, side, key, value), so a run of
@@ -586,7 +588,7 @@ class _JoinPartition:
             }
         )
 
-    def _join(self, stores: tuple[Any, Any], chunk: Any) -> Any:
+    def _join(self, stores: tuple[Any, Any], chunk: Any, metrics: TaskMetrics) -> Any:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -616,6 +618,7 @@ class _JoinPartition:
             [np.zeros(sides[0].num_rows, np.int8), np.ones(sides[1].num_rows, np.int8)]
         )
         code = np.concatenate(codes)
+        metrics.expired(code)
         pre_v = pa.concat_arrays([before[0][0], before[1][0]])
         pre_t = pa.concat_arrays([before[0][1], before[1][1]])
         order = K.sort_indices({"k": k, "t": t, "s": side}, ["k", "t", "s"])

@@ -1,0 +1,206 @@
+"""Store metrics per micro-batch and partition, surfaced through Spark itself.
+
+Every partition-mode task measures its stores: rows written and dropped as too old, the
+store's size (latest keys, history rows, live segments, bytes on disk), what the commit wrote
+(changelog and snapshot bytes) and how the state was opened (reused, caught up or rebuilt from
+the checkpoint, and how long that took). Two ways out, both without reading logs:
+
+* **Observed metrics in the query progress.** The task appends one extra row, after its
+  output, that carries only a hidden ``__vs_metrics`` struct; ``observe`` sums them per
+  micro-batch into ``query.lastProgress.observedMetrics["verstore.<store>"]`` and the row is
+  filtered out before anything downstream sees it. This is Spark's own per-batch channel, so it
+  works with ``mapInArrow`` and with every sink.
+* **Per partition**, :func:`partition_metrics`: an accumulator collects each task's row (with
+  its micro-batch and partition) on the driver; failed attempts do not count.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+METRICS = "__vs_metrics"
+#: How many task rows :func:`partition_metrics` keeps (the newest).
+KEEP_ROWS = 10_000
+
+
+@dataclass
+class TaskMetrics:
+    """What one task did to its stores in one micro-batch (sums over the task's stores).
+
+    Attributes:
+        partitions: 1 per task (summed: the partitions that ran).
+        rows_put: Writes the stores accepted (the commits' changelog records).
+        rows_expired: Writes dropped as older than the grace period (``NOT_PUT``).
+        latest_keys: Keys with a latest value after the batch.
+        history_rows: Rows of history (a key's versions within one segment).
+        live_segments: Live history segments.
+        disk_bytes: The local copies' size on disk.
+        changelog_bytes: Bytes of the changelogs written.
+        snapshot_bytes: Bytes uploaded by snapshots.
+        reused: Stores opened from an up-to-date local copy.
+        caught_up: Stores opened by replaying changelogs onto an older local copy.
+        rebuilt: Stores rebuilt from the checkpoint (snapshot + changelogs).
+        open_ms: Time to open the stores.
+        rebuild_ms: Of that, time spent rebuilding.
+        commit_ms: Time to commit the stores (changelog, snapshot, cleanup).
+    """
+
+    partitions: int = 1
+    rows_put: int = 0
+    rows_expired: int = 0
+    latest_keys: int = 0
+    history_rows: int = 0
+    live_segments: int = 0
+    disk_bytes: int = 0
+    changelog_bytes: int = 0
+    snapshot_bytes: int = 0
+    reused: int = 0
+    caught_up: int = 0
+    rebuilt: int = 0
+    open_ms: int = 0
+    rebuild_ms: int = 0
+    commit_ms: int = 0
+    _started: float = field(default=0.0, repr=False)
+
+    def expired(self, codes: Any) -> None:
+        """Counts the ``NOT_PUT`` codes of a ``put_batch`` (numpy or Arrow)."""
+        import numpy as np
+
+        from verstore._core import NOT_PUT
+
+        self.rows_expired += int(np.count_nonzero(np.asarray(codes) == NOT_PUT))
+
+    def opened(self, part: Any) -> None:
+        """Adds a ``PartitionStore``'s open statistics."""
+        stats = part.stats
+        self.reused += int(stats.reused)
+        self.rebuilt += int(stats.rebuilt)
+        self.caught_up += int(not stats.reused and not stats.rebuilt and stats.replayed > 0)
+        ms = round(stats.seconds * 1000)
+        self.open_ms += ms
+        self.rebuild_ms += ms if stats.rebuilt else 0
+
+    def store_state(self, store: Any) -> None:
+        """Adds an open store's size (before its commit closes it)."""
+        if not hasattr(store, "stats"):  # TODO(issue 11): store statistics land with scans
+            return
+        s = store.stats()
+        self.latest_keys += s.latest_keys
+        self.history_rows += s.history_rows
+        self.live_segments += s.live_segments
+        self.disk_bytes += s.disk_bytes
+
+    def start_commit(self) -> None:
+        self._started = time.monotonic()
+
+    def committed(self, part: Any, records: int) -> None:
+        """Adds a commit's statistics (``records``: its changelog's records)."""
+        stats = part.commit_stats
+        self.rows_put += records
+        if stats is not None:
+            self.changelog_bytes += stats.changelog_bytes
+            self.snapshot_bytes += stats.snapshot_uploaded_bytes
+        self.commit_ms = round((time.monotonic() - self._started) * 1000)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+
+NAMES = [name for name in TaskMetrics().as_dict()]
+
+
+def spark_type() -> Any:
+    """The Spark struct type of the hidden metrics column."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(n, T.LongType(), True) for n in NAMES])
+
+
+def arrow_type() -> Any:
+    import pyarrow as pa
+
+    return pa.struct([pa.field(n, pa.int64()) for n in NAMES])
+
+
+def with_null_metrics(batch: Any) -> Any:
+    """An output batch with the hidden metrics column, null on every row."""
+    import pyarrow as pa
+
+    return batch.append_column(METRICS, pa.nulls(batch.num_rows, arrow_type()))
+
+
+def metrics_row(schema: Any, metrics: TaskMetrics) -> Any:
+    """The extra row that carries a task's metrics (every output column null)."""
+    import pyarrow as pa
+
+    values = pa.array([metrics.as_dict()], arrow_type())
+    return pa.RecordBatch.from_arrays(
+        [*(pa.nulls(1, f.type) for f in schema), values], names=[*schema.names, METRICS]
+    )
+
+
+def observed(df: Any, name: str) -> Any:
+    """``df`` with its tasks' metrics summed into the query progress under ``name`` and the
+    metrics rows removed."""
+    from pyspark.sql import functions as F
+
+    m = F.col(METRICS)
+    sums = [F.coalesce(F.sum(m[n]), F.lit(0)).alias(n) for n in NAMES]
+    return df.observe(name, *sums).where(m.isNull()).drop(METRICS)
+
+
+# --- per partition, on the driver ----------------------------------------------------------------
+
+_accumulators: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def accumulator(spark: Any, name: str) -> Any:
+    """The driver's accumulator of task rows for ``name`` (one per observed name)."""
+    from pyspark.accumulators import AccumulatorParam
+
+    class _Rows(AccumulatorParam):  # type: ignore[type-arg]
+        def zero(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return []
+
+        def addInPlace(
+            self, a: list[dict[str, Any]], b: list[dict[str, Any]]
+        ) -> list[dict[str, Any]]:
+            return [*a, *b][-KEEP_ROWS:]
+
+    with _lock:
+        if name not in _accumulators:
+            _accumulators[name] = spark.sparkContext.accumulator([], _Rows())
+        return _accumulators[name]
+
+
+def partition_metrics(name: str | None = None) -> Any:
+    """Each task's metrics (its micro-batch, partition and :class:`TaskMetrics` fields) that
+    this driver process has seen, newest last: a ``pyarrow.Table``.
+
+    Args:
+        name: ``"verstore.<store>"`` as in the query progress; default: every store.
+    """
+    import pyarrow as pa
+
+    with _lock:
+        chosen: Mapping[str, Any] = (
+            _accumulators
+            if name is None
+            else {name: _accumulators[name]}
+            if name in _accumulators
+            else {}
+        )
+        rows = [{"name": n, **row} for n, acc in chosen.items() for row in acc.value]
+    schema = pa.schema(
+        [("name", pa.string()), ("batch_id", pa.int64()), ("partition", pa.int32())]
+        + [(n, pa.int64()) for n in NAMES]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+__all__ = ["METRICS", "TaskMetrics", "partition_metrics"]

@@ -1,0 +1,175 @@
+"""``read_store``: a store's committed state as a batch DataFrame, for debugging, backfills and
+audits ("every price as of 10:00").
+
+A Spark Python data source (``spark.read.format("verstore")``), one input partition per store
+partition: each task rebuilds its partition at the requested version from the checkpoint into a
+private temporary directory (never the running query's local copies), scans it from a
+consistent snapshot and decodes keys and values back to the columns that wrote them
+(``verstore.reader``). This is what Spark 4's ``statestore`` source is for Spark's own state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from verstore.reader import NEWEST, encode_key, output_schema, read_partition, resolve
+
+FORMAT = "verstore"
+
+
+def read_store(
+    spark: Any,
+    store: str,
+    *,
+    checkpoint_root: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    query_id: str | None = None,
+    version: int | None = None,
+    as_of: int | datetime | None = None,
+    history: bool = False,
+    from_time: int | datetime | None = None,
+    to_time: int | datetime | None = None,
+    start: Any = None,
+    end: Any = None,
+    prefix: Any = None,
+) -> Any:
+    """A store's committed state as a (batch) DataFrame.
+
+    Without ``history``: one row per key, its version valid at ``as_of`` (default: the newest),
+    as ``get(key, as_of=...)`` answers. With ``history``: every stored version whose validity
+    meets ``[from_time, to_time]``. Columns: the store's key and value columns as the helper
+    that wrote them stored them (for ``asof_join``, the ``on`` columns and the table values,
+    tie-breakers included), then ``valid_from`` and ``valid_to`` (epoch milliseconds;
+    ``valid_to`` null while the version is the newest) and ``partition``.
+
+    Args:
+        spark: The SparkSession.
+        store: The store's name (the helper's ``store`` argument; a ``versioned_table_join``
+            keeps ``<store>_left`` and ``<store>_right``).
+        checkpoint_root: The verstore root; default: the one :func:`configure` set.
+        storage_options: Filesystem options of a URI root; default: :func:`configure`'s.
+        query_id: The lineage to read, a streaming query's id; default: the only one.
+        version: The committed version to read, the state after micro-batch ``version - 1``
+            (default: each partition's newest).
+        as_of: A time (epoch ms or a datetime): each key's version valid then.
+        history: Every version instead of one per key.
+        from_time: With ``history``: the earliest time of interest.
+        to_time: With ``history``: the latest time of interest.
+        start: The smallest key to read (inclusive): a tuple of key column values or raw bytes.
+        end: The key to stop before (exclusive), likewise.
+        prefix: Only keys beginning with these key column values (a prefix of the key columns).
+
+    Raises:
+        ValueError: Bad arguments, or several lineages and no ``query_id``.
+        MissingVersionError: No such store, lineage or version.
+    """
+    from verstore.spark._conf import CHECKPOINT_ROOT, STORAGE_OPTIONS
+
+    if checkpoint_root is None:
+        checkpoint_root = spark.conf.get(CHECKPOINT_ROOT, None)
+        if not checkpoint_root:
+            raise ValueError("checkpoint_root: none given and verstore.spark.configure not called")
+        if storage_options is None:
+            storage_options = json.loads(spark.conf.get(STORAGE_OPTIONS, "{}") or "{}")
+    if history and as_of is not None:
+        raise ValueError("as_of reads one version per key; with history=True use from_time/to_time")
+    if not history and (from_time is not None or to_time is not None):
+        raise ValueError("from_time and to_time go with history=True; use as_of for one version")
+    if prefix is not None and (start is not None or end is not None):
+        raise ValueError("prefix cannot be combined with start or end")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise TypeError(f"version must be an int, got {version!r}")
+    if version is not None and version < 0:
+        raise ValueError(f"version must be >= 0, got {version}")
+    ref, settings = resolve(checkpoint_root, store, query_id, storage_options)
+    request = {
+        "root": checkpoint_root,
+        "store": ref.store,
+        "lineage": ref.lineage,
+        "storage_options": dict(storage_options or {}),
+        "version": NEWEST if version is None else version,
+        "as_of": _ms(as_of, "as_of"),
+        "history": history,
+        "from_time": _ms(from_time, "from_time"),
+        "to_time": _ms(to_time, "to_time"),
+        "start": _hex(encode_key(settings.columns, start)),
+        "end": _hex(encode_key(settings.columns, end)),
+        "prefix": _hex(encode_key(settings.columns, prefix)),
+        "partitions": ref.files.partitions(),
+    }
+    spark.dataSource.register(VerstoreDataSource)
+    return spark.read.format(FORMAT).option("request", json.dumps(request)).load()
+
+
+def _ms(value: int | datetime | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:  # naive: UTC, as Spark sessions in UTC write them
+            value = value.replace(tzinfo=UTC)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{name} must be epoch milliseconds (int) or a datetime, got {value!r}")
+
+
+def _hex(value: bytes | None) -> str | None:
+    return None if value is None else value.hex()
+
+
+def _unhex(value: str | None) -> bytes | None:
+    return None if value is None else bytes.fromhex(value)
+
+
+class VerstoreDataSource(DataSource):
+    """``spark.read.format("verstore")``: built by :func:`read_store`, which fills its one
+    option, ``request`` (JSON)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        request = json.loads(self.options["request"])
+        _, settings = resolve(
+            request["root"], request["store"], request["lineage"], request["storage_options"]
+        )
+        return from_arrow_schema(output_schema(settings.columns))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return _StoreReader(json.loads(self.options["request"]))
+
+
+class _StoreReader(DataSourceReader):
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(p) for p in self.request["partitions"]]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        r = self.request
+        ref, settings = resolve(r["root"], r["store"], r["lineage"], r["storage_options"])
+        yield from read_partition(
+            ref,
+            settings,
+            partition.value,
+            version=r["version"],
+            as_of=r["as_of"],
+            history=r["history"],
+            from_time=r["from_time"],
+            to_time=r["to_time"],
+            start=_unhex(r["start"]),
+            end=_unhex(r["end"]),
+            prefix=_unhex(r["prefix"]),
+        )
+
+
+__all__ = ["VerstoreDataSource", "read_store"]
