@@ -15,8 +15,10 @@ checkpoint with the next files (a new executor picking up the job): the partitio
 rebuilt from the durable checkpoint (snapshot + changelogs) and the results do not change.
 
 Each micro-batch prints Spark's own progress figures (input rows, duration), the output rows,
-the size of the verstore checkpoint, and how many partition stores were rebuilt from the
-checkpoint vs reused from the local copy. At the end the whole output is checked against an
+the size of the verstore checkpoint, and the store's metrics from the query progress (rows put
+and dropped as too late, keys, history, segments, bytes on disk, changelog and snapshot bytes,
+and how many partition stores were reused from the local copy or rebuilt from the checkpoint).
+At the end the whole output is checked against an
 oracle: per batch, pandas ``merge_asof`` of that batch's orders against every price update seen
 so far (this batch's included). The job prints MATCHES ORACLE, or MISMATCH and exits with 1.
 
@@ -47,10 +49,6 @@ STORE = "prices_asof"
 #: Event time of batch b's on-time rows: [START + b * WINDOW_MS, START + (b + 1) * WINDOW_MS).
 START_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 WINDOW_MS = 60_000
-#: Left in a partition's local RocksDB directory before a batch: still there after the batch
-#: means the task reused the local copy; gone means it rebuilt it from the checkpoint (a rebuild
-#: deletes the directory). RocksDB ignores files it does not own. Local mode only.
-PROBE = "example-reuse-probe"
 
 ORDERS_SCHEMA = pa.schema(
     [
@@ -306,19 +304,9 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
-def local_copies(local_dir: Path) -> dict[int, Path]:
-    """Partition -> local RocksDB directory of the store: ``<local>/<store>/q=<query>/p=N/db``."""
-    copies = {}
-    for db in local_dir.glob(f"{STORE}/q=*/p=*/db"):
-        copies[int(db.parent.name.removeprefix("p="))] = db
-    return copies
-
-
 @dataclass
 class BatchStats:
     output: pa.Table
-    rebuilt: int
-    reused: int
     checkpoint_bytes: int
 
 
@@ -333,18 +321,8 @@ class Run:
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def sink(self, df: Any, batch_id: int) -> None:
-        # Mark every existing local copy, run the batch (one action: the join runs once), see
-        # which marks survived.
-        before = local_copies(self.local_dir)
-        for db in before.values():
-            (db / PROBE).touch()
-        output = df.toArrow()
-        after = local_copies(self.local_dir)
-        reused = sum(1 for p, db in after.items() if p in before and (db / PROBE).exists())
-        rebuilt = len(after) - reused
-        for db in after.values():
-            (db / PROBE).unlink(missing_ok=True)
-        stats = BatchStats(output, rebuilt, reused, tree_bytes(self.checkpoint_root / STORE))
+        output = df.toArrow()  # one action: the join runs once per batch
+        stats = BatchStats(output, tree_bytes(self.checkpoint_root / STORE))
         with self.cond:
             self.stats[batch_id] = stats
 
@@ -364,10 +342,21 @@ class Run:
             f"({sources.get('orders', 0):,} orders + {sources.get('prices', 0):,} price updates), "
             f"out {stats.output.num_rows:,} rows, "
             f"{progress.durationMs['triggerExecution'] / 1000:.2f} s, "
-            f"checkpoint {stats.checkpoint_bytes / 1e6:.2f} MB, "
-            f"partition stores rebuilt {stats.rebuilt} / reused {stats.reused}",
+            f"checkpoint {stats.checkpoint_bytes / 1e6:.2f} MB",
             flush=True,
         )
+        # The store's metrics of this batch, summed over its partitions (see docs/spark.md).
+        m = progress.observedMetrics.get(f"verstore.{STORE}")
+        if m is not None:
+            print(
+                f"  store: {m.rows_put:,} rows put, {m.rows_expired:,} too late, "
+                f"{m.latest_keys:,} keys, {m.history_rows:,} history rows, "
+                f"{m.live_segments} segments, {m.disk_bytes / 1e6:.1f} MB on disk; "
+                f"changelogs {m.changelog_bytes / 1e3:.0f} kB, "
+                f"snapshots {m.snapshot_bytes / 1e6:.2f} MB; partitions reused {m.reused} / "
+                f"caught up {m.caught_up} / rebuilt {m.rebuilt} ({m.rebuild_ms} ms)",
+                flush=True,
+            )
 
     def wait_for(self, batch_ids: range, timeout_s: float = 60) -> None:
         """Listener events are asynchronous: wait until every batch's progress is printed."""
