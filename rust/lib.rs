@@ -33,6 +33,6 @@ pub use error::{Error, Result};
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
 pub use read::{AsOf, RecordColumns, ResultOrder};
 pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};
-pub use scan::{BATCH_BYTES, KeyRange, Scan};
+pub use scan::{BATCH_BYTES, KeyRange, Scan, schema as scan_schema};
 pub use stats::StoreStats;
 pub use store::{MAX_VALUE_LEN, VersionedStore};
