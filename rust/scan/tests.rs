@@ -235,6 +235,13 @@ fn check_scans(sut: &mut Sut, range: &KeyRange, batch_rows: usize) -> Result<(),
     let mut times = vec![None, Some(-1), Some(0), Some(st), Some(st + 5)];
     times.extend((horizon - 2..=horizon + 2).map(Some));
     times.extend((0..st).step_by(7).map(Some));
+    // Every stored version's start, and the instant before its end.
+    for key in KEYS {
+        for r in store.versions(key, None, None, ResultOrder::Descending).expect("versions") {
+            times.push(Some(r.timestamp));
+            times.extend(r.valid_to.map(|t| Some(t - 1)));
+        }
+    }
     for as_of in times {
         let expected = expected_as_of(store, range, as_of);
         let scan = store.scan(range.clone(), as_of, batch_rows).expect("scan");
