@@ -283,6 +283,20 @@ def test_closing_the_store_ends_open_scans(make_store: MakeStore, store_kind: st
     started.close()
 
 
+def test_a_scan_keeps_its_store_alive(tmp_path: Path) -> None:
+    def open_and_scan() -> verstore.Scan:
+        store = verstore.VersionedStore(tmp_path / "s", history_retention_ms=100)
+        fill(store, 10)
+        return store.scan(batch_rows=3)
+
+    scan = open_and_scan()
+    assert len(rows(scan)) == 10
+    # The store closes when the scan lets it go.
+    del scan
+    with verstore.VersionedStore(tmp_path / "s", history_retention_ms=100) as again:
+        assert again.stats().latest_keys == 10
+
+
 def test_reopen_right_after_closing_a_store_with_open_scans(tmp_path: Path) -> None:
     path = tmp_path / "s"
     store = verstore.VersionedStore(path, history_retention_ms=100)

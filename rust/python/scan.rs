@@ -50,12 +50,16 @@ pub(crate) fn batch_rows(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
 #[pyclass(name = "Scan", module = "verstore._core", frozen)]
 pub(crate) struct PyScan {
     inner: Handle<Scan>,
+    /// The store, kept alive as long as the scan: dropping it would close the store and end
+    /// the scan (closing it explicitly still does).
+    _store: Py<PyAny>,
 }
 
 impl PyScan {
-    pub(crate) fn new(scan: Scan) -> Self {
+    pub(crate) fn new(scan: Scan, store: Py<PyAny>) -> Self {
         Self {
             inner: Handle::new(scan),
+            _store: store,
         }
     }
 }

@@ -189,8 +189,7 @@ impl PyVersionedStore {
 
     #[pyo3(signature = (*, start = None, end = None, prefix = None, as_of = None, batch_rows = 65_536))]
     fn scan(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
@@ -199,17 +198,14 @@ impl PyVersionedStore {
     ) -> PyResult<PyScan> {
         let keys = scan::key_range(start, end, prefix)?;
         let as_of = optional_time(as_of, "as_of")?;
-        let scan = self
-            .inner
-            .detached(py, |s| s.scan(keys, as_of, batch_rows))?;
-        Ok(PyScan::new(scan))
+        let scan = (slf.get().inner).detached(slf.py(), |s| s.scan(keys, as_of, batch_rows))?;
+        Ok(PyScan::new(scan, slf.clone().into_any().unbind()))
     }
 
     #[pyo3(signature = (*, start = None, end = None, prefix = None, from_time = None, to_time = None, ascending = false, batch_rows = 65_536))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature")]
     fn scan_versions(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
         prefix: Option<&Bound<'_, PyAny>>,
@@ -226,10 +222,10 @@ impl PyVersionedStore {
         } else {
             ResultOrder::Descending
         };
-        let scan = self.inner.detached(py, |s| {
+        let scan = (slf.get().inner).detached(slf.py(), |s| {
             s.scan_versions(keys, from_time, to_time, order, batch_rows)
         })?;
-        Ok(PyScan::new(scan))
+        Ok(PyScan::new(scan, slf.clone().into_any().unbind()))
     }
 
     fn stats(&self, py: Python<'_>) -> PyResult<PyStoreStats> {

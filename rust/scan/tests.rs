@@ -237,7 +237,10 @@ fn check_scans(sut: &mut Sut, range: &KeyRange, batch_rows: usize) -> Result<(),
     times.extend((0..st).step_by(7).map(Some));
     // Every stored version's start, and the instant before its end.
     for key in KEYS {
-        for r in store.versions(key, None, None, ResultOrder::Descending).expect("versions") {
+        for r in store
+            .versions(key, None, None, ResultOrder::Descending)
+            .expect("versions")
+        {
             times.push(Some(r.timestamp));
             times.extend(r.valid_to.map(|t| Some(t - 1)));
         }
