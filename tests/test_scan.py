@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 import verstore
-from conftest import MakeStore
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from reference_model import ReferenceModel, trunc_div
@@ -32,6 +31,7 @@ BOUNDS = [b"", b"\x00", b"\x00\x01", b"a", b"a\x00", b"ab", b"b", b"\xff", b"\xf
 PREFIXES = [b"", b"\x00", b"a", b"a\xff", b"\xff", b"\xff\xff", b"z"]
 
 Row = tuple[bytes, bytes, int, int | None]
+MakeStore = Callable[..., verstore.VersionedStore]
 
 
 def rows(batches: Iterable[pa.RecordBatch], batch_rows: int | None = None) -> list[Row]:
