@@ -7,8 +7,8 @@
 //! once when opened. In memory the latest-value map knows its size. `history_rows` is exact in
 //! memory and an estimate on RocksDB: its estimate of all keys (`rocksdb.estimate-num-keys`,
 //! which counts overwritten keys and row appends still in memtables or not yet compacted) less
-//! the latest-value entries and the metadata. The other figures are RocksDB properties and file
-//! sizes, or the store's own bookkeeping.
+//! the latest-value entries and the metadata; rows still in the write buffer are not in it. The
+//! other figures are RocksDB properties and file sizes, or the store's own bookkeeping.
 
 /// Metadata entries of a store (format version, configuration, stream time, latest-key count).
 const META_ENTRIES: u64 = 4;

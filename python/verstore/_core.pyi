@@ -450,7 +450,7 @@ class StoreStats:
     def history_rows(self) -> int:
         """History rows, one per key and live segment holding its older versions: exact in
         memory; on RocksDB its key estimate less the latest values (overwritten keys and row
-        appends not yet compacted count too)."""
+        appends not yet compacted count too, rows still in the write buffer do not)."""
     @property
     def live_segments(self) -> int:
         """Live history segments."""
