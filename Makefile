@@ -72,7 +72,7 @@ rust-test: system-deps
 
 py-test: develop java-check
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
-	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
+	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
 
 # Every suite, then BENCHMARKS.md's results and plots from their JSON (scripts/bench_report.py).
 # The criterion bench runs in the release profile: the bench profile would build RocksDB again.

@@ -149,6 +149,9 @@ pub(crate) struct State {
     /// Largest timestamp of any accepted write; -1 before the first.
     pub(crate) stream_time: i64,
     pub(crate) segments: Segments,
+    /// Number of latest-value entries, kept by persistent stores (`crate::stats`); `None` in
+    /// memory, where the map knows it.
+    pub(crate) latest_keys: Option<u64>,
 }
 
 /// What a pending write replaces a key's stored value with.
@@ -189,6 +192,8 @@ pub(crate) struct Overlay {
     /// Segments dropped: `[lowest dropped, lowest live)`.
     dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
+    /// The number of latest-value entries to record, when a write changed it.
+    latest_keys: Option<u64>,
     /// About how many bytes `pending` holds.
     bytes: usize,
 }
@@ -196,7 +201,10 @@ pub(crate) struct Overlay {
 impl Overlay {
     /// Whether there is nothing to write.
     pub(crate) fn is_empty(&self) -> bool {
-        self.pending.is_empty() && self.dropped.is_none() && !self.stream_time_changed
+        self.pending.is_empty()
+            && self.dropped.is_none()
+            && !self.stream_time_changed
+            && self.latest_keys.is_none()
     }
 
     /// About how many bytes the pending writes hold.
@@ -320,6 +328,7 @@ impl Overlay {
             self.drop_segments(from, to);
         }
         self.stream_time_changed |= newer.stream_time_changed;
+        self.latest_keys = newer.latest_keys.or(self.latest_keys);
         self.pending.reserve(newer.pending.len());
         for (key, pending) in newer.pending {
             let added = pending.bytes(&key);
@@ -366,6 +375,12 @@ impl Overlay {
             writes.push((
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
                 Write::Put(meta::encode_stream_time(stream_time)),
+            ));
+        }
+        if let Some(count) = self.latest_keys {
+            writes.push((
+                storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY),
+                Write::Put(meta::encode_latest_keys(count)),
             ));
         }
         if !sorted {
@@ -431,15 +446,25 @@ pub(crate) struct Txn<'s> {
     overlay: Overlay,
     /// Accepted writes, in order, when the store records a changelog.
     pub(crate) log: Option<Vec<ChangelogRecord>>,
+    /// `state.latest_keys` when the transaction began.
+    latest_keys_before: Option<u64>,
 }
 
 impl<'s> Txn<'s> {
     pub(crate) fn begin(reader: Reader<'s>, state: &'s mut State) -> Self {
         Self {
             reader,
+            latest_keys_before: state.latest_keys,
             state,
             overlay: Overlay::default(),
             log: None,
+        }
+    }
+
+    /// Counts a latest-value entry created (`+1`) or removed (`-1`) by the put algorithm.
+    pub(crate) fn count_latest(&mut self, change: i64) {
+        if let Some(count) = &mut self.state.latest_keys {
+            *count = count.saturating_add_signed(change);
         }
     }
 
@@ -504,7 +529,10 @@ impl<'s> Txn<'s> {
     }
 
     /// The transaction's writes and the accepted writes it logged.
-    pub(crate) fn finish(self) -> (Overlay, Option<Vec<ChangelogRecord>>) {
+    pub(crate) fn finish(mut self) -> (Overlay, Option<Vec<ChangelogRecord>>) {
+        if self.state.latest_keys != self.latest_keys_before {
+            self.overlay.latest_keys = self.state.latest_keys;
+        }
         (self.overlay, self.log)
     }
 }

@@ -19,7 +19,9 @@ mod latest;
 mod put;
 mod read;
 mod record;
+mod scan;
 mod segments;
+mod stats;
 mod store;
 
 #[cfg(feature = "python")]
@@ -31,4 +33,6 @@ pub use error::{Error, Result};
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
 pub use read::{AsOf, RecordColumns, ResultOrder};
 pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};
+pub use scan::{BATCH_BYTES, KeyRange, Scan, schema as scan_schema};
+pub use stats::StoreStats;
 pub use store::{MAX_VALUE_LEN, VersionedStore};

@@ -75,6 +75,13 @@ impl Txn<'_> {
         self.write(storage_key(segment, key), Some(row.encode()));
     }
 
+    /// Writes the key's latest-value entry (`None` removes it; `existed`: there was one) and
+    /// counts the change.
+    fn set_latest(&mut self, latest_key: Vec<u8>, ts: i64, value: Option<&[u8]>, existed: bool) {
+        self.count_latest(i64::from(value.is_some()) - i64::from(existed));
+        self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
+    }
+
     fn invariant(&self, segment: i64, key: &[u8], detail: &str) -> Error {
         Error::corrupt(row_location(self, segment, key), detail)
     }
@@ -110,11 +117,11 @@ impl Txn<'_> {
         if let Some((latest_ts, moved)) = latest {
             if let Some(operand) = moved {
                 self.append_encoded(storage_key(config.segment_id(ts), key), &operand);
-                self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
+                self.set_latest(latest_key, ts, value, true);
                 return Ok(None);
             }
             if ts == latest_ts {
-                self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
+                self.set_latest(latest_key, ts, value, true);
                 if value.is_none() {
                     // Q1: record the tombstone instead of just deleting the latest value.
                     self.end_with_tombstone(key, ts)?;
@@ -179,7 +186,7 @@ impl Txn<'_> {
                     // The lone tombstone at `ts` is replaced by this value.
                     self.write(storage_key(target, key), None);
                 }
-                self.write(latest_key, Some(latest_value::encode(ts, v)));
+                self.set_latest(latest_key, ts, Some(v), false);
                 Ok(None)
             }
             (None, None) => {

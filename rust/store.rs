@@ -25,7 +25,10 @@ use crate::format::meta;
 use crate::latest::LatestCache;
 use crate::read::{self, AsOf, RecordColumns, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
+use crate::scan::pipe::OpenScans;
 use crate::segments::Segments;
+
+mod inspect;
 
 /// The largest value the row format can hold (value sizes are `i32`).
 pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
@@ -48,6 +51,8 @@ pub struct VersionedStore {
     /// Held for the store's lifetime (never read): a second open of the directory fails fast
     /// with `Error::Locked`, in this process (flock is per open file) or another.
     lock: Option<File>,
+    /// Scans whose threads may still read the backend: ended and awaited on drop.
+    scans: OpenScans,
 }
 
 impl std::fmt::Debug for VersionedStore {
@@ -124,6 +129,7 @@ impl VersionedStore {
         store.lock = Some(lock);
         let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
         store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
+        store.load_latest_keys()?;
         if !options.wal {
             store.buffer = Some(Overlay::default());
             store.buffer_limit = options.write_buffer_bytes / 4;
@@ -146,10 +152,12 @@ impl VersionedStore {
                 config,
                 stream_time: -1,
                 segments: Segments::default(),
+                latest_keys: None,
             },
             path: None,
             changes: None,
             lock: None,
+            scans: OpenScans::default(),
         }
     }
 
@@ -229,6 +237,7 @@ impl VersionedStore {
             path,
             changes: None,
             lock: None,
+            scans: OpenScans::default(),
         })
     }
 
@@ -508,9 +517,11 @@ impl VersionedStore {
 impl Drop for VersionedStore {
     /// Writes the write buffer (RocksDB then flushes its memtables on close): a store dropped
     /// without `flush` keeps its writes as a store with a write-ahead log would. A failure here
-    /// has no caller to go to; `flush` first to see it.
+    /// has no caller to go to; `flush` first to see it. Open scans are ended, and their threads,
+    /// which share the database, awaited.
     fn drop(&mut self) {
         let _ = self.write_buffer();
+        self.scans.close();
     }
 }
 
@@ -546,6 +557,7 @@ fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
         config,
         stream_time,
         segments: Segments::from_ids(backend.history_segments()?),
+        latest_keys: None,
     })
 }
 

@@ -254,6 +254,90 @@ class VersionedStore:
             ValueError: Lengths differ, or a negative or null timestamp (nothing is written).
             StoreClosedError: The store is closed.
         """
+    def scan(
+        self,
+        *,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        as_of: int | None = None,
+        batch_rows: int = 65536,
+    ) -> Scan:
+        """Every key's record as of a time (or its newest), in key order, as Arrow batches.
+
+        Each key's row is exactly what :meth:`get` returns for it (retention horizon
+        included); keys for which :meth:`get` returns ``None`` are left out. Keys come in
+        ascending byte order, so the order-preserving keys of :func:`encode_rows` scan by
+        typed ranges. The scan reads the store as it was when ``scan`` returned: writes made
+        afterwards, from any thread, are not seen (a RocksDB snapshot; a store without a
+        write-ahead log first writes its write buffer to RocksDB). It runs on a thread of its
+        own, without the GIL, one batch ahead of the caller, and holds at most three batches
+        however large the store. An open scan keeps the data it may still read (RocksDB's
+        snapshot), so close it when done: use it as a context manager.
+
+        Args:
+            start: Lowest key (inclusive); ``None``: from the first key.
+            end: Bound above every key (exclusive); ``None``: to the last key.
+            prefix: Only keys that begin with these bytes (not with ``start``/``end``).
+            as_of: ``None`` for each key's newest version, else the version valid at this time.
+            batch_rows: Rows per batch, >= 1 (a batch also ends before its keys or its values
+                pass 64 MiB).
+
+        Returns:
+            An iterator of ``pyarrow.RecordBatch`` with columns ``key`` (binary), ``value``
+            (binary), ``timestamp`` (int64, valid-from) and ``valid_to`` (int64, null for a
+            newest version).
+
+        Raises:
+            TypeError: A key bound is not bytes, ``as_of`` or ``batch_rows`` is not an int.
+            ValueError: ``prefix`` with ``start`` or ``end``, ``end`` before ``start``,
+                ``batch_rows < 1``, or a time beyond 64 bits.
+            StoreClosedError: The store is closed.
+        """
+    def scan_versions(
+        self,
+        *,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        ascending: bool = False,
+        batch_rows: int = 65536,
+    ) -> Scan:
+        """:meth:`versions` for every key, in key order, as Arrow batches.
+
+        Each key's rows are exactly what :meth:`versions` returns for it, newest first (oldest
+        first with ``ascending``); keys come in ascending byte order. Consistent, lazy and
+        bounded as :meth:`scan`; a key's versions may span two batches.
+
+        Args:
+            start: Lowest key (inclusive); ``None``: from the first key.
+            end: Bound above every key (exclusive); ``None``: to the last key.
+            prefix: Only keys that begin with these bytes (not with ``start``/``end``).
+            from_time: Lower bound (inclusive) of the validity; ``None`` is unbounded.
+            to_time: Upper bound (inclusive); ``None`` is unbounded. Below the retention
+                horizon only each key's newest version can be returned.
+            ascending: Each key's versions oldest first if true; newest first by default.
+            batch_rows: Rows per batch, >= 1.
+
+        Returns:
+            An iterator of ``pyarrow.RecordBatch`` with the columns of :meth:`scan`.
+
+        Raises:
+            TypeError: A key bound is not bytes, a time or ``batch_rows`` is not an int.
+            ValueError: ``prefix`` with ``start`` or ``end``, ``end`` before ``start``,
+                ``from_time > to_time``, ``batch_rows < 1``, or a time beyond 64 bits.
+            StoreClosedError: The store is closed.
+        """
+    def stats(self) -> StoreStats:
+        """The store's size and memory use, cheap enough to read after every micro-batch
+        (counters the store keeps and RocksDB properties; nothing is scanned).
+
+        Raises:
+            StoreClosedError: The store is closed.
+            StorageError: RocksDB or the filesystem failed.
+        """
     @property
     def observed_stream_time(self) -> int:
         """Largest timestamp of any accepted write; -1 before the first."""
@@ -304,7 +388,7 @@ class VersionedStore:
         memory)."""
     def close(self) -> None:
         """Writes the write buffer, if any, and releases the store and its directory lock.
-        Idempotent.
+        Idempotent. Open scans of the store end: their next batch raises ``StoreClosedError``.
 
         Raises:
             StorageError: The write buffer could not be written (the store is closed anyway).
@@ -316,6 +400,72 @@ class VersionedStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+@final
+class Scan:
+    """A running scan (:meth:`VersionedStore.scan`, :meth:`VersionedStore.scan_versions`): an
+    iterator of ``pyarrow.RecordBatch`` read from one consistent state of the store.
+
+    Iteration ends after the last batch. :meth:`close` (or leaving a ``with`` block) stops the
+    scan's thread and releases what it holds; iterating a closed scan ends at once. When the
+    store is closed first, the next batch raises ``StoreClosedError``.
+    """
+
+    def __iter__(self) -> Scan: ...
+    def __next__(self) -> pa.RecordBatch:
+        """The next batch, waiting (without the GIL) for the scan's thread.
+
+        Raises:
+            StopIteration: The scan is done or closed.
+            StoreClosedError: The store was closed while the scan was open.
+            CorruptionError: Stored bytes do not decode (the scan ends).
+            StorageError: RocksDB failed (the scan ends).
+        """
+    @property
+    def schema(self) -> pa.Schema:
+        """The batches' schema: ``key``, ``value`` (binary), ``timestamp``, ``valid_to``
+        (int64, nullable)."""
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+    def close(self) -> None:
+        """Stops the scan and waits for its thread. Idempotent."""
+    def __enter__(self) -> Scan: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+@final
+class StoreStats:
+    """A store's size and memory use at one moment (:meth:`VersionedStore.stats`)."""
+
+    @property
+    def latest_keys(self) -> int:
+        """Keys whose newest version is a value: exact (persistent stores keep the count in
+        their metadata; a store written by an older build is counted once when opened)."""
+    @property
+    def history_rows(self) -> int:
+        """History rows, one per key and live segment holding its older versions: exact in
+        memory; on RocksDB its key estimate less the latest values (overwritten keys and row
+        appends not yet compacted count too, rows still in the write buffer do not)."""
+    @property
+    def live_segments(self) -> int:
+        """Live history segments."""
+    @property
+    def disk_bytes(self) -> int:
+        """SST and write-ahead-log files of the store (0 in memory)."""
+    @property
+    def memtable_bytes(self) -> int:
+        """RocksDB's active and unflushed memtables (0 in memory)."""
+    @property
+    def write_buffer_bytes(self) -> int:
+        """The write buffer of a store without a write-ahead log (0 otherwise)."""
+    @property
+    def observed_stream_time(self) -> int:
+        """Largest timestamp of any accepted write; -1 before the first."""
 
 @final
 class GroupHistory:
@@ -456,9 +606,11 @@ __all__ = [
     "GroupHistory",
     "IncompatibleConfigError",
     "IncompatibleFormatError",
+    "Scan",
     "StorageError",
     "StoreClosedError",
     "StoreLockedError",
+    "StoreStats",
     "VersionedRecord",
     "VersionedStore",
     "VerstoreError",

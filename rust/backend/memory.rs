@@ -8,15 +8,25 @@
 //! Row appends are kept beside the row they extend and applied when the row is read, or as soon
 //! as they are larger than the row itself, so that appending versions to a hot key costs
 //! amortized linear time, as in RocksDB.
+//!
+//! Each segment's map is shared copy-on-write (`Arc`): a scan's snapshot ([`scan`]) is a copy of
+//! the segment list, and a write copies a segment's map only while a scan still holds the old
+//! one.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use super::{Backend, Visit, VisitIndexed, Write, WriteSet};
+use super::{Backend, Usage, Visit, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
-use crate::format::key::segment_of;
+use crate::format::key::{LATEST_SEGMENT, segment_of};
 use crate::format::segment_value::merge_appends;
+use crate::scan::ScanSource;
+
+mod scan;
 
 type Hasher = foldhash::fast::RandomState;
+/// One segment: storage key to stored value.
+type SegmentMap = HashMap<Vec<u8>, Stored, Hasher>;
 
 /// A stored value: `value` (`None`: none before the appends) and pending `appends`.
 #[derive(Debug, Default, Clone)]
@@ -41,7 +51,7 @@ impl Stored {
 
 #[derive(Debug, Default)]
 pub(crate) struct MemoryBackend {
-    segments: BTreeMap<i64, HashMap<Vec<u8>, Stored, Hasher>>,
+    segments: BTreeMap<i64, Arc<SegmentMap>>,
 }
 
 impl MemoryBackend {
@@ -63,7 +73,7 @@ impl MemoryBackend {
         };
         match write {
             Write::Put(value) => {
-                self.segments.entry(segment).or_default().insert(
+                Arc::make_mut(self.segments.entry(segment).or_default()).insert(
                     key,
                     Stored {
                         value: Some(value),
@@ -72,18 +82,17 @@ impl MemoryBackend {
                 );
             }
             Write::Delete => {
-                if let Some(map) = self.segments.get_mut(&segment) {
-                    map.remove(&key);
+                if let Some(map) = self.segments.get_mut(&segment)
+                    && map.contains_key(&key)
+                {
+                    Arc::make_mut(map).remove(&key);
                     if map.is_empty() {
                         self.segments.remove(&segment);
                     }
                 }
             }
             Write::Append(operands) => {
-                let stored = self
-                    .segments
-                    .entry(segment)
-                    .or_default()
+                let stored = Arc::make_mut(self.segments.entry(segment).or_default())
                     .entry(key)
                     .or_default();
                 stored.appends.extend_from_slice(&operands);
@@ -101,7 +110,7 @@ impl Backend for MemoryBackend {
     fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
         for map in self.segments.values() {
-            for (key, stored) in map {
+            for (key, stored) in map.iter() {
                 let value = if stored.appends.is_empty() {
                     stored.value.clone()
                 } else {
@@ -134,7 +143,7 @@ impl Backend for MemoryBackend {
     }
 
     fn is_empty_of(&self, segment: i64) -> Result<bool> {
-        Ok(self.segments.get(&segment).is_none_or(HashMap::is_empty))
+        Ok(self.segments.get(&segment).is_none_or(|map| map.is_empty()))
     }
 
     fn sorted_writes(&self) -> bool {
@@ -175,5 +184,28 @@ impl Backend for MemoryBackend {
             "path",
             "an in-memory store cannot be checkpointed",
         ))
+    }
+
+    fn scan_source(&self) -> Box<dyn ScanSource> {
+        Box::new(scan::Snapshot::new(self.segments.clone()))
+    }
+
+    fn count_keys(&self, segment: i64) -> Result<u64> {
+        Ok(self
+            .segments
+            .get(&segment)
+            .map_or(0, |map| map.len() as u64))
+    }
+
+    fn usage(&self) -> Result<Usage> {
+        let history = self
+            .segments
+            .range(0..)
+            .map(|(_, map)| map.len() as u64)
+            .sum();
+        Ok(Usage {
+            exact: Some((self.count_keys(LATEST_SEGMENT)?, history)),
+            ..Usage::default()
+        })
     }
 }

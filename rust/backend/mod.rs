@@ -10,6 +10,7 @@
 //! compactions, the map when it is read or when the appends outgrow the row.
 
 use crate::error::Result;
+use crate::scan::ScanSource;
 
 pub(crate) mod memory;
 pub(crate) mod rocks;
@@ -70,6 +71,25 @@ pub(crate) trait Backend: Send {
     fn export(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         None
     }
+    /// The data as it is now, for a scan to read on its own thread (`crate::scan`).
+    fn scan_source(&self) -> Box<dyn ScanSource>;
+    /// How many keys have the prefix of `segment` (one pass over them).
+    fn count_keys(&self, segment: i64) -> Result<u64>;
+    /// Sizes for the store's statistics (`crate::stats`).
+    fn usage(&self) -> Result<Usage>;
+}
+
+/// What a backend knows about its size, cheaply.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Usage {
+    /// Keys in the latest-value store and in history segments, when known exactly (in memory).
+    pub(crate) exact: Option<(u64, u64)>,
+    /// The backend's estimate of all its keys (RocksDB's `rocksdb.estimate-num-keys`).
+    pub(crate) keys_estimate: u64,
+    /// SST and write-ahead-log files.
+    pub(crate) disk_bytes: u64,
+    /// Active and unflushed memtables.
+    pub(crate) memtable_bytes: u64,
 }
 
 impl dyn Backend + '_ {

@@ -10,7 +10,7 @@
 //! the dropped prefixes.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType,
@@ -18,10 +18,13 @@ use rocksdb::{
     WriteOptions,
 };
 
-use super::{Backend, Visit, VisitIndexed, Write, WriteSet};
+use super::{Backend, Usage, Visit, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{segment_of, segment_prefix};
 use crate::format::segment_value::merge_appends;
+use crate::scan::ScanSource;
+
+mod scan;
 
 /// How a RocksDB store writes.
 #[derive(Debug, Clone, Copy)]
@@ -77,7 +80,8 @@ fn shared_block_cache(bytes: usize) -> &'static Cache {
 }
 
 pub(crate) struct RocksBackend {
-    db: DB,
+    /// Shared with the threads of open scans (`scan`), which the store ends before it closes.
+    db: Arc<DB>,
     path: PathBuf,
     write_options: WriteOptions,
 }
@@ -163,7 +167,7 @@ impl RocksBackend {
         let mut write_options = WriteOptions::default();
         write_options.disable_wal(!options.wal);
         Ok(Self {
-            db,
+            db: Arc::new(db),
             path: path.to_owned(),
             write_options,
         })
@@ -321,5 +325,52 @@ impl Backend for RocksBackend {
         checkpoint
             .create_checkpoint(dir)
             .map_err(|e| self.storage_error(e))
+    }
+
+    fn scan_source(&self) -> Box<dyn ScanSource> {
+        Box::new(scan::Source::new(Arc::clone(&self.db), self.path.clone()))
+    }
+
+    fn count_keys(&self, segment: i64) -> Result<u64> {
+        let mut options = rocksdb::ReadOptions::default();
+        options.fill_cache(false);
+        if let Some(next) = scan::next_prefix(segment) {
+            options.set_iterate_upper_bound(next);
+        }
+        let mut iter = self.db.raw_iterator_opt(options);
+        iter.seek(segment_prefix(segment));
+        let mut count = 0;
+        while iter.valid() {
+            count += 1;
+            iter.next();
+        }
+        iter.status().map_err(|e| self.storage_error(e))?;
+        Ok(count)
+    }
+
+    fn usage(&self) -> Result<Usage> {
+        let property = |name: &str| {
+            self.db
+                .property_int_value(name)
+                .map(Option::unwrap_or_default)
+                .map_err(|e| self.storage_error(e))
+        };
+        // The write-ahead log has no property: its files are the `*.log` ones (a few).
+        let mut wal_bytes = 0;
+        let entries = std::fs::read_dir(&self.path).map_err(|source| Error::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            if entry.path().extension().is_some_and(|e| e == "log") {
+                wal_bytes += entry.metadata().map_or(0, |m| m.len());
+            }
+        }
+        Ok(Usage {
+            exact: None,
+            keys_estimate: property("rocksdb.estimate-num-keys")?,
+            disk_bytes: property("rocksdb.total-sst-files-size")? + wal_bytes,
+            memtable_bytes: property("rocksdb.cur-size-all-mem-tables")?,
+        })
     }
 }

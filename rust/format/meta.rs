@@ -6,6 +6,9 @@
 //!                                  `segment_value`); a store with another version is refused
 //! "config"                i64 BE history_retention_ms ‖ i64 BE segment_interval_ms
 //! "observed_stream_time"  i64 BE   written in the same batch as every write that advances it
+//! "latest_keys"           u64 BE   number of latest-value entries (persistent stores), written
+//!                                  in the same batch as every write that changes it; counted
+//!                                  and written on open when missing
 //! ```
 
 use crate::error::{Error, Result};
@@ -16,6 +19,7 @@ pub(crate) const FORMAT_VERSION: u32 = 2;
 pub(crate) const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 pub(crate) const CONFIG_KEY: &[u8] = b"config";
 pub(crate) const STREAM_TIME_KEY: &[u8] = b"observed_stream_time";
+pub(crate) const LATEST_KEYS_KEY: &[u8] = b"latest_keys";
 
 pub(crate) fn encode_format_version() -> Vec<u8> {
     FORMAT_VERSION.to_be_bytes().to_vec()
@@ -64,4 +68,15 @@ pub(crate) fn decode_stream_time(bytes: &[u8]) -> Result<i64> {
             "observed stream time does not decode",
         )),
     }
+}
+
+pub(crate) fn encode_latest_keys(count: u64) -> Vec<u8> {
+    count.to_be_bytes().to_vec()
+}
+
+pub(crate) fn decode_latest_keys(bytes: &[u8]) -> Result<u64> {
+    let chunk: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| Error::corrupt("store metadata", "latest-key count is not 8 bytes"))?;
+    Ok(u64::from_be_bytes(chunk))
 }

@@ -21,6 +21,7 @@ mod errors;
 mod handle;
 mod history;
 mod record;
+mod scan;
 mod store;
 
 #[pymodule]
@@ -32,6 +33,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyVersionedStore>()?;
     m.add_class::<record::PyVersionedRecord>()?;
     m.add_class::<history::PyGroupHistory>()?;
+    m.add_class::<scan::PyScan>()?;
+    m.add_class::<scan::PyStoreStats>()?;
     m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_interval_ms, m)?)?;

@@ -11,6 +11,7 @@ use super::arrow::{self, Times};
 use super::errors::to_py;
 use super::handle::Handle;
 use super::record::PyVersionedRecord;
+use super::scan::{self, PyScan, PyStoreStats};
 use crate::changelog::{self, ChangelogHeader};
 use crate::{RecordColumns, ResultOrder, RocksOptions, StoreConfig, VersionedStore};
 
@@ -184,6 +185,53 @@ impl PyVersionedStore {
             Ok(s.delete_batch(rows)?.into_iter().collect::<RecordColumns>())
         })?;
         arrow::records_to_pyarrow(py, found)
+    }
+
+    #[pyo3(signature = (*, start = None, end = None, prefix = None, as_of = None, batch_rows = 65_536))]
+    fn scan(
+        slf: &Bound<'_, Self>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        as_of: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = scan::batch_rows)] batch_rows: usize,
+    ) -> PyResult<PyScan> {
+        let keys = scan::key_range(start, end, prefix)?;
+        let as_of = optional_time(as_of, "as_of")?;
+        let scan = (slf.get().inner).detached(slf.py(), |s| s.scan(keys, as_of, batch_rows))?;
+        Ok(PyScan::new(scan, slf.clone().into_any().unbind()))
+    }
+
+    #[pyo3(signature = (*, start = None, end = None, prefix = None, from_time = None, to_time = None, ascending = false, batch_rows = 65_536))]
+    #[expect(clippy::too_many_arguments, reason = "the Python signature")]
+    fn scan_versions(
+        slf: &Bound<'_, Self>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        from_time: Option<&Bound<'_, PyAny>>,
+        to_time: Option<&Bound<'_, PyAny>>,
+        ascending: bool,
+        #[pyo3(from_py_with = scan::batch_rows)] batch_rows: usize,
+    ) -> PyResult<PyScan> {
+        let keys = scan::key_range(start, end, prefix)?;
+        let from_time = optional_time(from_time, "from_time")?;
+        let to_time = optional_time(to_time, "to_time")?;
+        let order = if ascending {
+            ResultOrder::Ascending
+        } else {
+            ResultOrder::Descending
+        };
+        let scan = (slf.get().inner).detached(slf.py(), |s| {
+            s.scan_versions(keys, from_time, to_time, order, batch_rows)
+        })?;
+        Ok(PyScan::new(scan, slf.clone().into_any().unbind()))
+    }
+
+    fn stats(&self, py: Python<'_>) -> PyResult<PyStoreStats> {
+        self.inner
+            .detached(py, |s| s.stats())
+            .map(PyStoreStats::from)
     }
 
     #[getter]

@@ -1,0 +1,154 @@
+//! Scans and store statistics for Python: `Scan`, an iterator of `pyarrow.RecordBatch`, and
+//! `StoreStats`; the argument conversions of `VersionedStore.scan` / `scan_versions`.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBool;
+use pyo3_arrow::{PyRecordBatch, PySchema};
+
+use super::errors::{to_py, type_error};
+use super::handle::Handle;
+use crate::{KeyRange, Scan, StoreStats};
+
+/// A key bound (`start`, `end`, `prefix`): bytes or `None`.
+fn bound(obj: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<Vec<u8>>> {
+    match obj {
+        Some(obj) if !obj.is_none() => obj
+            .extract::<PyBackedBytes>()
+            .map(|b| Some(b.to_vec()))
+            .map_err(|_| type_error(argument, "bytes or None", obj)),
+        _ => Ok(None),
+    }
+}
+
+/// The keys of a scan from its `start`, `end` and `prefix` arguments.
+pub(crate) fn key_range(
+    start: Option<&Bound<'_, PyAny>>,
+    end: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+) -> PyResult<KeyRange> {
+    let (start, end) = (bound(start, "start")?, bound(end, "end")?);
+    KeyRange::new(start, end, bound(prefix, "prefix")?).map_err(to_py)
+}
+
+/// `batch_rows`: an `int` >= 1 (a `bool` is refused).
+pub(crate) fn batch_rows(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err("batch_rows must be int, got bool"));
+    }
+    let rows = obj
+        .extract::<i64>()
+        .map_err(|_| type_error("batch_rows", "int", obj))?;
+    usize::try_from(rows)
+        .ok()
+        .filter(|&rows| rows >= 1)
+        .ok_or_else(|| PyValueError::new_err(format!("batch_rows must be >= 1, got {rows}")))
+}
+
+/// A running scan: an iterator of `pyarrow.RecordBatch`.
+#[pyclass(name = "Scan", module = "verstore._core", frozen)]
+pub(crate) struct PyScan {
+    inner: Handle<Scan>,
+    /// The store, kept alive as long as the scan: dropping it would close the store and end
+    /// the scan (closing it explicitly still does).
+    _store: Py<PyAny>,
+}
+
+impl PyScan {
+    pub(crate) fn new(scan: Scan, store: Py<PyAny>) -> Self {
+        Self {
+            inner: Handle::new(scan),
+            _store: store,
+        }
+    }
+}
+
+#[pymethods]
+impl PyScan {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let mut guard = self.inner.lock(py);
+        let Some(scan) = guard.as_mut() else {
+            return Ok(None);
+        };
+        match py.detach(|| scan.next()) {
+            None => Ok(None),
+            Some(Ok(batch)) => PyRecordBatch::new(batch).into_pyarrow(py).map(Some),
+            Some(Err(error)) => Err(to_py(error)),
+        }
+    }
+
+    #[getter]
+    #[expect(clippy::unused_self, reason = "every scan has the one schema")]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PySchema::new(crate::scan_schema()).into_pyarrow(py)
+    }
+
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> bool {
+        self.inner.lock(py).is_none()
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.close(py, |mut scan| {
+            scan.close();
+            Ok(())
+        })
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
+    }
+}
+
+/// A store's size and memory use.
+#[pyclass(name = "StoreStats", module = "verstore._core", frozen, get_all)]
+pub(crate) struct PyStoreStats {
+    latest_keys: u64,
+    history_rows: u64,
+    live_segments: u64,
+    disk_bytes: u64,
+    memtable_bytes: u64,
+    write_buffer_bytes: u64,
+    observed_stream_time: i64,
+}
+
+impl From<StoreStats> for PyStoreStats {
+    fn from(s: StoreStats) -> Self {
+        Self {
+            latest_keys: s.latest_keys,
+            history_rows: s.history_rows,
+            live_segments: s.live_segments,
+            disk_bytes: s.disk_bytes,
+            memtable_bytes: s.memtable_bytes,
+            write_buffer_bytes: s.write_buffer_bytes,
+            observed_stream_time: s.observed_stream_time,
+        }
+    }
+}
+
+#[pymethods]
+impl PyStoreStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "StoreStats(latest_keys={}, history_rows={}, live_segments={}, disk_bytes={}, \
+             memtable_bytes={}, write_buffer_bytes={}, observed_stream_time={})",
+            self.latest_keys,
+            self.history_rows,
+            self.live_segments,
+            self.disk_bytes,
+            self.memtable_bytes,
+            self.write_buffer_bytes,
+            self.observed_stream_time
+        )
+    }
+}

@@ -1,0 +1,64 @@
+//! Store statistics: the figures a stream processor reports per micro-batch and partition
+//! (state size, disk and memory use), cheap enough to read after every batch.
+//!
+//! `latest_keys` is exact. A persistent store keeps the count in its metadata (`format.md`),
+//! updated by the put algorithm in the same atomic write as the entries it creates or removes,
+//! so reading it costs nothing; a store written by an older build has no count and is counted
+//! once when opened. In memory the latest-value map knows its size. `history_rows` is exact in
+//! memory and an estimate on RocksDB: its estimate of all keys (`rocksdb.estimate-num-keys`,
+//! which counts overwritten keys and row appends still in memtables or not yet compacted) less
+//! the latest-value entries and the metadata; rows still in the write buffer are not in it. The
+//! other figures are RocksDB properties and file sizes, or the store's own bookkeeping.
+
+/// Metadata entries of a store (format version, configuration, stream time, latest-key count).
+const META_ENTRIES: u64 = 4;
+
+/// A store's size and memory use at one moment (see [`VersionedStore::stats`](crate::VersionedStore::stats)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// Keys whose newest version is a value (exact).
+    pub latest_keys: u64,
+    /// History rows: one per key and live segment holding versions of it (exact in memory, an
+    /// estimate on RocksDB).
+    pub history_rows: u64,
+    /// Live history segments.
+    pub live_segments: u64,
+    /// SST and write-ahead-log files of the store (0 in memory).
+    pub disk_bytes: u64,
+    /// RocksDB's active and unflushed memtables (0 in memory).
+    pub memtable_bytes: u64,
+    /// The write buffer of a store without a write-ahead log (0 otherwise).
+    pub write_buffer_bytes: u64,
+    /// Largest timestamp of any accepted write, -1 before the first.
+    pub observed_stream_time: i64,
+}
+
+impl StoreStats {
+    /// The statistics from what the backend reports and the store's own counts.
+    pub(crate) fn new(
+        usage: crate::backend::Usage,
+        latest_keys: Option<u64>,
+        live_segments: usize,
+        write_buffer_bytes: usize,
+        observed_stream_time: i64,
+    ) -> Self {
+        let (latest_keys, history_rows) = match (usage.exact, latest_keys) {
+            (Some(exact), _) => exact,
+            (None, latest) => {
+                let latest = latest.unwrap_or_default();
+                let history = usage.keys_estimate.saturating_sub(latest + META_ENTRIES);
+                (latest, history)
+            }
+        };
+        Self {
+            latest_keys,
+            history_rows,
+            live_segments: live_segments as u64,
+            disk_bytes: usage.disk_bytes,
+            memtable_bytes: usage.memtable_bytes,
+            write_buffer_bytes: write_buffer_bytes as u64,
+            observed_stream_time,
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Reads of a whole store: scans (`crate::scan`) and statistics (`crate::stats`).
+
+use super::VersionedStore;
+use crate::backend::{Write, WriteSet};
+use crate::error::{Error, Result};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
+use crate::format::meta;
+use crate::read::ResultOrder;
+use crate::scan::{self, KeyRange, Kind, Scan};
+use crate::stats::StoreStats;
+
+impl VersionedStore {
+    /// Each key's record valid at `as_of` (`None`: its newest version), as
+    /// [`VersionedStore::get_as_of`] / [`VersionedStore::get`] return it, for the keys in
+    /// `keys` in ascending order; keys without a record are left out. Batches hold at most
+    /// `batch_rows` rows. The scan sees the store as it is now, whatever is written later; a
+    /// store without a write-ahead log writes its write buffer to RocksDB first.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `batch_rows == 0`; storage errors of the buffer's write.
+    pub fn scan(&mut self, keys: KeyRange, as_of: Option<i64>, batch_rows: usize) -> Result<Scan> {
+        self.start_scan(keys, Kind::AsOf(as_of), batch_rows)
+    }
+
+    /// Every version of the keys in `keys` whose validity meets `[from, to]` (missing bounds
+    /// are unbounded), as [`VersionedStore::versions`] returns them: keys ascending, each key's
+    /// versions in `order`. Consistent and bounded as [`VersionedStore::scan`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `from > to` or `batch_rows == 0`; storage errors.
+    pub fn scan_versions(
+        &mut self,
+        keys: KeyRange,
+        from: Option<i64>,
+        to: Option<i64>,
+        order: ResultOrder,
+        batch_rows: usize,
+    ) -> Result<Scan> {
+        let from = from.unwrap_or(i64::MIN);
+        let to = to.unwrap_or(i64::MAX);
+        if from > to {
+            return Err(Error::invalid(
+                "from_time",
+                format!("from_time ({from}) must not be greater than to_time ({to})"),
+            ));
+        }
+        self.start_scan(keys, Kind::Versions { from, to, order }, batch_rows)
+    }
+
+    fn start_scan(&mut self, keys: KeyRange, kind: Kind, batch_rows: usize) -> Result<Scan> {
+        if batch_rows == 0 {
+            return Err(Error::invalid(
+                "batch_rows",
+                "batch_rows must be >= 1, got 0",
+            ));
+        }
+        // The snapshot must hold what reads see now, the write buffer included.
+        self.write_buffer()?;
+        scan::start(
+            self.backend.as_ref(),
+            &self.state,
+            &self.scans,
+            keys,
+            kind,
+            batch_rows,
+        )
+    }
+
+    /// The store's size and memory use; cheap (RocksDB properties and counters kept by the
+    /// store), meant to be read after every micro-batch.
+    ///
+    /// # Errors
+    /// Storage errors reading RocksDB's properties or the directory.
+    pub fn stats(&self) -> Result<StoreStats> {
+        Ok(StoreStats::new(
+            self.backend.usage()?,
+            self.state.latest_keys,
+            self.state.segments.len(),
+            self.buffer
+                .as_ref()
+                .map_or(0, crate::client::Overlay::bytes),
+            self.state.stream_time,
+        ))
+    }
+
+    /// Loads the persistent store's count of latest-value entries; a store written before the
+    /// count existed is counted once and the count recorded.
+    pub(super) fn load_latest_keys(&mut self) -> Result<()> {
+        let key = storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY);
+        let count = if let Some(bytes) = self.backend.get(&key)? {
+            meta::decode_latest_keys(&bytes)?
+        } else {
+            let count = self.backend.count_keys(LATEST_SEGMENT)?;
+            self.backend.write(&mut WriteSet {
+                drop_segments: None,
+                writes: vec![(key, Write::Put(meta::encode_latest_keys(count)))],
+            })?;
+            count
+        };
+        self.state.latest_keys = Some(count);
+        Ok(())
+    }
+}
