@@ -44,6 +44,7 @@ from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, fa
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, LineageFiles
 from verstore.checkpoint.survey import verify_partition
+from verstore.reader import read_partition, resolve
 from verstore.exceptions import FencedError
 from verstore.location import Location
 
@@ -228,6 +229,30 @@ class Simulation(RuleBasedStateMachine):
             finally:
                 part.abort()
                 shutil.rmtree(scratch)
+        self.check_reader(lineage, partition, tip.version)
+
+    def check_reader(self, lineage: str, partition: int, version: int) -> None:
+        """The reader (``verstore.reader``, behind ``read_store`` and ``verstore scan``) returns
+        exactly the winning chain's contents at ``version``: every version of every key."""
+        ref, settings = resolve(self.location, STORE, lineage)
+        got = [
+            (r["key"], r["value"], r["valid_from"], r["valid_to"])
+            for batch in read_partition(ref, settings, partition, version=version, history=True)
+            for r in batch.to_pylist()
+        ]
+        opened = self.graph(lineage, partition).serving(version)
+        ops = [] if opened == ROOT else self.history[(lineage, partition)][opened]
+        model = verstore.VersionedStore.in_memory(
+            history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
+        )
+        for key, value, ts in ops:
+            model.put(key, value, ts)
+        want = [
+            (key, r.value, r.timestamp, r.valid_to)
+            for key in sorted(self.keys(lineage, partition))
+            for r in model.versions(key, ascending=True)
+        ]
+        assert got == want
 
     def local(self, executor: int) -> Path:
         return self.dir / f"executor-{executor}"

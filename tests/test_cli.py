@@ -256,6 +256,55 @@ def test_get_needs_a_lineage_when_the_store_holds_several(
     assert err == f"error: store {STORE} has no lineage 'q3' (found: q1, q2)\n"
 
 
+# --- scan ---------------------------------------------------------------------------------------
+
+
+def test_scan_prints_each_keys_latest_version(
+    checkpoint: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "scan", *checkpoint.cli_args(), "--partition", "0")
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["key", "value", "valid_from", "valid_to", "partition"]
+    # a is "five" since 50; b was deleted at 25; the key ff ff ff holds 00 01 since 26
+    assert len(lines) == 3
+    assert "b'a'" in lines[1] and "b'five'" in lines[1] and " 50 " in lines[1]
+    assert "b'\\xff\\xff\\xff'" in lines[2] and " 26 " in lines[2]
+
+
+def test_scan_as_of_a_time_and_with_history_to_parquet(
+    checkpoint: Target, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    args = [*checkpoint.cli_args(), "--partition", "0"]
+    code, _, err = run(capsys, "scan", *args, "--as-of", "21", "--parquet", str(tmp_path / "a.pq"))
+    assert code == 0 and "wrote 2 rows" in err
+    rows = pq.read_table(tmp_path / "a.pq").to_pylist()
+    assert [(r["key"], r["value"], r["valid_from"], r["valid_to"]) for r in rows] == [
+        (b"a", b"two", 20, 30),
+        (b"b", b"bee", 12, 25),
+    ]
+    code, _, _ = run(capsys, "scan", *args, "--history", "--parquet", str(tmp_path / "h.pq"))
+    history = pq.read_table(tmp_path / "h.pq").to_pylist()
+    assert [(r["key"], r["value"]) for r in history] == [
+        (b"a", b"one"), (b"a", b"two"), (b"a", b"four"), (b"a", b"five"), (b"b", b"bee"),
+        (b"\xff\xff\xff", b"\x00\x01"),
+    ]  # fmt: skip
+    code, _, _ = run(capsys, "scan", *args, "--version", "1", "--parquet", str(tmp_path / "1.pq"))
+    assert [(r["key"], r["value"]) for r in pq.read_table(tmp_path / "1.pq").to_pylist()] == [
+        (b"a", b"one"),
+        (b"b", b"bee"),
+    ]
+
+
+def test_scan_refuses_as_of_with_history(
+    checkpoint: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "scan", *checkpoint.cli_args(), "--history", "--as-of", "3")
+    assert code == 2 and "with --history use --from/--to" in err
+
+
 # --- verify -------------------------------------------------------------------------------------
 
 

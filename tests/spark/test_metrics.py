@@ -1,0 +1,63 @@
+"""Store metrics per micro-batch (observed metrics in the query progress) and per partition
+(``verstore.spark.partition_metrics``), checked against what the checkpoint says happened."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import verstore.spark
+
+pytest.register_assert_rewrite("streams")
+from streams import (  # noqa: E402 (imported once marked for rewriting)
+    Collector,
+    gen_join,
+    gen_schemas,
+    generate,
+    run_available_now,
+    write_batches,
+)
+
+
+def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    root = tmp_path / "verstore"
+    verstore.spark.configure(spark, str(root), local_dir=str(local), snapshot_interval=2)
+    batches = generate(93, batches=4)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches[:2], stream_pa, table_pa)
+    first = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
+    shutil.rmtree(local)  # the next run rebuilds every partition store
+    write_batches(
+        tmp_path / "orders", tmp_path / "prices", batches[2:], stream_pa, table_pa, start=2
+    )
+    second = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
+
+    progress = {p.batchId: p for q in (first, second) for p in q.recentProgress}
+    metrics = {b: p.observedMetrics["verstore.asof"] for b, p in progress.items()}
+    assert sorted(metrics) == [0, 1, 2, 3]
+    files = verstore.spark.inspect(str(root), "asof").to_pylist()
+    for b, m in metrics.items():
+        changelogs = [f for f in files if f["kind"] == "changelog" and f["version"] == b + 1]
+        assert m.partitions == 2
+        assert m.rows_put == sum(f["records"] for f in changelogs)  # what the commits wrote
+        assert m.changelog_bytes == sum(f["bytes"] for f in changelogs)
+        assert m.rows_put + m.rows_expired <= len(batches[b].table)
+        assert m.latest_keys > 0 and m.live_segments >= 0 and m.disk_bytes > 0
+    snapshots = {f["version"] for f in files if f["kind"] == "snapshot"}
+    assert {b + 1 for b, m in metrics.items() if m.snapshot_bytes > 0} == snapshots
+    opened = {b: (m.reused, m.caught_up, m.rebuilt) for b, m in metrics.items()}
+    assert opened == {0: (0, 0, 0), 1: (2, 0, 0), 2: (0, 0, 2), 3: (2, 0, 0)}
+    assert metrics[2].rebuild_ms > 0
+
+    per_partition = verstore.spark.partition_metrics("verstore.asof").to_pylist()
+    mine = [r for r in per_partition if r["batch_id"] in metrics][-8:]
+    assert sorted((r["batch_id"], r["partition"]) for r in mine) == [
+        (b, p) for b in range(4) for p in (0, 1)
+    ]
+    for b, m in metrics.items():
+        rows = [r for r in mine if r["batch_id"] == b]
+        assert sum(r["rows_put"] for r in rows) == m.rows_put
+        assert sum(r["latest_keys"] for r in rows) == m.latest_keys
