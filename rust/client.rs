@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use crate::backend::{Backend, Visit, VisitIndexed, Write, WriteSet};
-use crate::changelog::ChangelogRecord;
+use crate::changelog::Log;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, segment_of, storage_key};
@@ -430,7 +430,7 @@ pub(crate) struct Txn<'s> {
     pub(crate) state: &'s mut State,
     overlay: Overlay,
     /// Accepted writes, in order, when the store records a changelog.
-    pub(crate) log: Option<Vec<ChangelogRecord>>,
+    pub(crate) log: Option<Log>,
 }
 
 impl<'s> Txn<'s> {
@@ -504,7 +504,7 @@ impl<'s> Txn<'s> {
     }
 
     /// The transaction's writes and the accepted writes it logged.
-    pub(crate) fn finish(self) -> (Overlay, Option<Vec<ChangelogRecord>>) {
+    pub(crate) fn finish(self) -> (Overlay, Option<Log>) {
         (self.overlay, self.log)
     }
 }

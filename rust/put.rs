@@ -16,7 +16,6 @@
 //! Deviation from Kafka (bug Q1): a tombstone that replaces the latest value at the same
 //! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
-use crate::changelog::ChangelogRecord;
 use crate::client::{Txn, read_map};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, storage_key};
@@ -39,11 +38,7 @@ impl Txn<'_> {
         self.advance_stream_time(timestamp);
         let valid_to = self.place(key, value, timestamp)?;
         if let Some(log) = &mut self.log {
-            log.push(ChangelogRecord {
-                key: key.to_vec(),
-                value: value.map(<[u8]>::to_vec),
-                timestamp,
-            });
+            log.push(key, value, timestamp);
         }
         Ok(PutOutcome::Stored { valid_to })
     }

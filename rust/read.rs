@@ -35,6 +35,17 @@ pub enum ResultOrder {
     Ascending,
 }
 
+/// `true` is [`ResultOrder::Ascending`] (Python's `ascending=True`).
+impl From<bool> for ResultOrder {
+    fn from(ascending: bool) -> Self {
+        if ascending {
+            Self::Ascending
+        } else {
+            Self::Descending
+        }
+    }
+}
+
 /// The times a batch read answers for.
 #[derive(Debug, Clone, Copy)]
 pub enum AsOf<'a> {
