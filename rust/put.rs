@@ -13,8 +13,8 @@
 //! covers `ts`; (3) otherwise write the version just before the oldest newer version found. The
 //! return value is the stored version's valid-to, `None` when it became the newest version.
 //!
-//! Deviation from Kafka (bug Q1): a tombstone that replaces the latest value at the same
-//! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
+//! Deviation from Kafka (docs/semantics.md §Q1): a tombstone that replaces the latest value at
+//! the same timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
 use crate::client::{Txn, read_map};
 use crate::error::{Error, Result};
@@ -111,7 +111,7 @@ impl Txn<'_> {
             if ts == latest_ts {
                 self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
                 if value.is_none() {
-                    // Q1: record the tombstone instead of just deleting the latest value.
+                    // §Q1: record the tombstone instead of just deleting the latest value.
                     self.end_with_tombstone(key, ts)?;
                 }
                 return Ok(None);

@@ -11,7 +11,7 @@ use super::changelog::PyChangelogHeader;
 use super::errors::to_py;
 use super::handle::Handle;
 use super::record::PyVersionedRecord;
-use super::times::{Times, time_column};
+use super::times::{Times, keys_and_times};
 use crate::{RecordColumns, RocksOptions, StoreConfig, VersionedStore};
 
 /// A versioned key-value store.
@@ -135,11 +135,9 @@ impl PyVersionedStore {
         values: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = arrow::key_column(keys)?;
+        let (keys, timestamps) = keys_and_times(keys, timestamps)?;
         let values = arrow::binary_column(values, "values")?;
-        let timestamps = time_column(timestamps, "timestamps")?;
         arrow::check_same_length("values", values.len(), keys.len())?;
-        arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
         let codes = self.inner.detached(py, |s| {
             let keys = keys.slices();
             let rows = keys
@@ -175,9 +173,7 @@ impl PyVersionedStore {
         keys: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = arrow::key_column(keys)?;
-        let timestamps = time_column(timestamps, "timestamps")?;
-        arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
+        let (keys, timestamps) = keys_and_times(keys, timestamps)?;
         let found = self.inner.detached(py, |s| {
             let keys = keys.slices();
             let rows = keys

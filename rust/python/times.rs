@@ -18,7 +18,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
-use super::arrow::{check_same_length, import};
+use super::arrow::{BinaryColumn, check_same_length, import, key_column};
 
 /// The `as_of` argument of a batch read: none, one time, or a time per key.
 pub(crate) enum Times {
@@ -112,4 +112,15 @@ pub(crate) fn time_column(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<In
         )));
     }
     Ok(times)
+}
+
+/// The keys and times of a batch write: a key column and a time column as long as it.
+pub(crate) fn keys_and_times(
+    keys: &Bound<'_, PyAny>,
+    timestamps: &Bound<'_, PyAny>,
+) -> PyResult<(BinaryColumn, Int64Array)> {
+    let keys = key_column(keys)?;
+    let timestamps = time_column(timestamps, "timestamps")?;
+    check_same_length("timestamps", timestamps.len(), keys.len())?;
+    Ok((keys, timestamps))
 }

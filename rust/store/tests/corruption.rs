@@ -6,8 +6,8 @@ use crate::VersionedStore;
 use crate::error::Error;
 use crate::format::key::{LATEST_SEGMENT, segment_of};
 
-/// Overwrites, with a raw `rocksdb::DB`, the value of every key in `segment` whose user key is `key`;
-/// `mangle` gets the stored bytes. Returns how many keys were overwritten.
+/// Overwrites, with a raw `rocksdb::DB`, the value of every key in `segment` whose user key is
+/// `key`; `mangle` gets the stored bytes. Returns how many keys were overwritten.
 fn mangle_raw(
     dir: &std::path::Path,
     segment: i64,

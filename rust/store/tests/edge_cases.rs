@@ -51,7 +51,7 @@ fn latest_value_never_expires() {
         s.as_of_value("k", 5, "v", 0, U);
         s.as_of_value("k", 0, "v", 0, U);
         s.versions("k", None, Some(5), DESC, &[("v", 0, U)]);
-        s.versions("k", None, None, DESC, &[("v", 0, U)]);
+        s.history("k", &[("v", 0, U)]);
         s.versions("k", Some(3), Some(3), DESC, &[("v", 0, U)]);
         // but it is not valid before its own timestamp
         s.as_of_null("other", 5);
@@ -99,13 +99,7 @@ fn empty_value_is_not_a_tombstone() {
             "k",
             Some((170, &[(160, Some("")), (150, None), (5, Some(""))])),
         );
-        s.versions(
-            "k",
-            None,
-            None,
-            DESC,
-            &[("x", 170, U), ("", 160, 170), ("", 5, 150)],
-        );
+        s.history("k", &[("x", 170, U), ("", 160, 170), ("", 5, 150)]);
     });
 }
 
@@ -126,7 +120,7 @@ fn degenerate_row_bounds_older_writes_and_becomes_a_normal_row() {
         s.put("k", Some("w"), 260, U);
         s.as_of_null("k", 255);
         s.get_value("k", "w", 260);
-        s.versions("k", None, None, DESC, &[("w", 260, U), ("v", 120, 250)]);
+        s.history("k", &[("w", 260, U), ("v", 120, 250)]);
     });
 }
 
@@ -138,7 +132,7 @@ fn value_at_a_degenerate_tombstone_timestamp_replaces_the_row() {
         s.assert_row(2, "k", None);
         assert!(s.has_latest("k"));
         s.get_value("k", "v", 250);
-        s.versions("k", None, None, DESC, &[("v", 250, U)]);
+        s.history("k", &[("v", 250, U)]);
     });
 }
 
@@ -222,18 +216,15 @@ fn splitting_a_version_moves_its_older_part_to_the_older_segment() {
             "k",
             Some((SI - 1, &[(SI - 2, Some("vn2")), (SI - 10, Some("vn10"))])),
         );
-        s.versions(
+        s.history(
             "k",
-            None,
-            None,
-            ASC,
             &[
-                ("vn10", SI - 10, SI - 2),
-                ("vn2", SI - 2, SI - 1),
-                ("vn1", SI - 1, SI + 1),
-                ("vp1", SI + 1, SI + 10),
-                ("vp10", SI + 10, SI + 20),
                 ("vp20", SI + 20, U),
+                ("vp10", SI + 10, SI + 20),
+                ("vp1", SI + 1, SI + 10),
+                ("vn1", SI - 1, SI + 1),
+                ("vn2", SI - 2, SI - 1),
+                ("vn10", SI - 10, SI - 2),
             ],
         );
     });
@@ -251,13 +242,7 @@ fn splitting_a_version_with_a_tombstone_moves_the_value() {
         s.assert_row(1, "k", Some((SI + 20, &[(SI - 5, None)])));
         s.as_of_value("k", SI - 6, "old", SI - 10, SI - 5);
         s.as_of_null("k", SI + 19);
-        s.versions(
-            "k",
-            None,
-            None,
-            DESC,
-            &[("new", SI + 20, U), ("old", SI - 10, SI - 5)],
-        );
+        s.history("k", &[("new", SI + 20, U), ("old", SI - 10, SI - 5)]);
     });
 }
 
@@ -286,7 +271,7 @@ fn segment_expiry_is_visible_only_through_versions() {
 
         // H = 100 000: segment 0 is dropped
         s.put("other", Some("z"), 400_000, U);
-        s.versions("k", None, None, DESC, &[("v", 99_990, U)]);
+        s.history("k", &[("v", 99_990, U)]);
         s.versions("k", Some(0), Some(100_000), DESC, &[("v", 99_990, U)]);
         s.as_of_value("k", 99_990, "v", 99_990, U);
         s.get_value("k", "v", 99_990);
@@ -311,13 +296,7 @@ fn rejected_writes_and_reads_do_not_drop_segments() {
         let _ = s.store.versions(b"k", None, None, DESC).expect("versions");
         let _ = s.store.get_as_of(b"k", 0).expect("get_as_of");
         assert_eq!(s.store.live_segment_count(), 2);
-        s.versions(
-            "k",
-            None,
-            None,
-            DESC,
-            &[("c", 15, U), ("b", 5, 15), ("a", 0, 5)],
-        );
+        s.history("k", &[("c", 15, U), ("b", 5, 15), ("a", 0, 5)]);
     });
 }
 
@@ -488,7 +467,7 @@ fn writes_at_the_largest_time_read_back_on_both_backends() {
         s.get_null("fresh");
         s.as_of_value("k", i64::MAX - 1, "v", i64::MAX - 5, i64::MAX);
         s.as_of_null("k", i64::MAX);
-        s.versions("k", None, None, DESC, &[("v", i64::MAX - 5, i64::MAX)]);
+        s.history("k", &[("v", i64::MAX - 5, i64::MAX)]);
         s.put("k", Some("w"), i64::MAX, U);
         s.get_value("k", "w", i64::MAX);
     });

@@ -144,6 +144,14 @@ impl Check {
         );
     }
 
+    /// Every version of `key`: `newest_first`, and its reverse in ascending order.
+    #[track_caller]
+    pub(super) fn history(&self, key: &str, newest_first: &[(&str, i64, i64)]) {
+        self.versions(key, None, None, DESC, newest_first);
+        let oldest_first: Vec<_> = newest_first.iter().rev().copied().collect();
+        self.versions(key, None, None, ASC, &oldest_first);
+    }
+
     /// The decoded row of `key` in `segment`, read straight from the backend.
     pub(super) fn row(&self, segment: i64, key: &str) -> Option<Row> {
         let bytes = self

@@ -215,13 +215,6 @@ fn run(scenario: &Scenario, default: Config, mode: Mode) {
     }
 }
 
-fn run_all(mode: Mode) {
-    let catalogue = catalogue();
-    for scenario in &catalogue.scenarios {
-        run(scenario, catalogue.config, mode);
-    }
-}
-
 #[test]
 fn the_catalogue_names_each_scenario_once_and_reads_in_each() {
     let catalogue = catalogue();
@@ -246,21 +239,16 @@ fn the_catalogue_names_each_scenario_once_and_reads_in_each() {
 }
 
 #[test]
-fn kafka_scenarios_on_the_in_memory_store() {
-    run_all(Mode::InMemory);
-}
-
-#[test]
-fn kafka_scenarios_on_rocksdb() {
-    run_all(Mode::RocksDb);
-}
-
-#[test]
-fn kafka_scenarios_restored_from_in_memory_changelogs() {
-    run_all(Mode::RestoredInMemory);
-}
-
-#[test]
-fn kafka_scenarios_restored_from_spooled_changelog_files_into_rocksdb() {
-    run_all(Mode::RestoredRocksDb);
+fn kafka_scenarios_on_both_backends_and_through_restore() {
+    let catalogue = catalogue();
+    for mode in [
+        Mode::InMemory,
+        Mode::RocksDb,
+        Mode::RestoredInMemory,
+        Mode::RestoredRocksDb,
+    ] {
+        for scenario in &catalogue.scenarios {
+            run(scenario, catalogue.config, mode);
+        }
+    }
 }

@@ -7,17 +7,24 @@ use super::harness::{ASC, DESC, kafka_config};
 use crate::record::{NOT_PUT, VALID_TO_UNDEFINED};
 use crate::{Error, ResultOrder, StoreConfig, VersionedRecord, VersionedStore};
 
+/// One read, asked of a store or of the model.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Query<'k> {
+    Latest(&'k [u8]),
+    AsOf(&'k [u8], i64),
+    Versions(&'k [u8], Option<i64>, Option<i64>, ResultOrder),
+}
+
+/// What a read returns; an error is described by [`describe`].
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    One(Option<VersionedRecord>),
+    Many(Vec<VersionedRecord>),
+}
+
 /// Read access shared by the store and the reference model.
 pub(super) trait Reads {
-    fn read_latest(&self, key: &[u8]) -> Result<Option<VersionedRecord>, String>;
-    fn read_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>, String>;
-    fn read_versions(
-        &self,
-        key: &[u8],
-        from: Option<i64>,
-        to: Option<i64>,
-        order: ResultOrder,
-    ) -> Result<Vec<VersionedRecord>, String>;
+    fn answer(&self, query: Query<'_>) -> Result<Answer, String>;
     fn stream_time(&self) -> i64;
 }
 
@@ -29,23 +36,15 @@ pub(super) fn describe(error: &Error) -> String {
 }
 
 impl Reads for VersionedStore {
-    fn read_latest(&self, key: &[u8]) -> Result<Option<VersionedRecord>, String> {
-        self.get(key).map_err(|e| describe(&e))
-    }
-
-    fn read_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>, String> {
-        self.get_as_of(key, as_of).map_err(|e| describe(&e))
-    }
-
-    fn read_versions(
-        &self,
-        key: &[u8],
-        from: Option<i64>,
-        to: Option<i64>,
-        order: ResultOrder,
-    ) -> Result<Vec<VersionedRecord>, String> {
-        self.versions(key, from, to, order)
-            .map_err(|e| describe(&e))
+    fn answer(&self, query: Query<'_>) -> Result<Answer, String> {
+        match query {
+            Query::Latest(key) => self.get(key).map(Answer::One),
+            Query::AsOf(key, t) => self.get_as_of(key, t).map(Answer::One),
+            Query::Versions(key, from, to, order) => {
+                self.versions(key, from, to, order).map(Answer::Many)
+            }
+        }
+        .map_err(|e| describe(&e))
     }
 
     fn stream_time(&self) -> i64 {
@@ -117,12 +116,12 @@ pub(super) fn observe(reads: &impl Reads, keys: &[&[u8]], plan: &Plan) -> Vec<(S
     for key in keys {
         out.push((
             format!("get({key:?})"),
-            format!("{:?}", reads.read_latest(key)),
+            format!("{:?}", reads.answer(Query::Latest(key))),
         ));
         for &t in &plan.as_of {
             out.push((
                 format!("get_as_of({key:?}, {t})"),
-                format!("{:?}", reads.read_as_of(key, t)),
+                format!("{:?}", reads.answer(Query::AsOf(key, t))),
             ));
         }
         for &from in &plan.bounds {
@@ -135,7 +134,7 @@ pub(super) fn observe(reads: &impl Reads, keys: &[&[u8]], plan: &Plan) -> Vec<(S
                 for &order in orders {
                     out.push((
                         format!("versions({key:?}, {from:?}, {to:?}, {order:?})"),
-                        format!("{:?}", reads.read_versions(key, from, to, order)),
+                        format!("{:?}", reads.answer(Query::Versions(key, from, to, order))),
                     ));
                 }
             }
@@ -267,30 +266,22 @@ impl Model {
 }
 
 impl Reads for Model {
-    fn read_latest(&self, key: &[u8]) -> Result<Option<VersionedRecord>, String> {
-        Ok(self.latest(key))
-    }
-
-    fn read_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>, String> {
-        Ok(self.as_of(key, as_of))
-    }
-
-    fn read_versions(
-        &self,
-        key: &[u8],
-        from: Option<i64>,
-        to: Option<i64>,
-        order: ResultOrder,
-    ) -> Result<Vec<VersionedRecord>, String> {
-        let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
-        if from > to {
-            return Err("invalid argument from_time".to_owned());
-        }
-        let mut out = self.versions(key, from, to);
-        if order == ResultOrder::Ascending {
-            out.reverse();
-        }
-        Ok(out)
+    fn answer(&self, query: Query<'_>) -> Result<Answer, String> {
+        Ok(match query {
+            Query::Latest(key) => Answer::One(self.latest(key)),
+            Query::AsOf(key, t) => Answer::One(self.as_of(key, t)),
+            Query::Versions(key, from, to, order) => {
+                let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
+                if from > to {
+                    return Err("invalid argument from_time".to_owned());
+                }
+                let mut out = self.versions(key, from, to);
+                if order == ResultOrder::Ascending {
+                    out.reverse();
+                }
+                Answer::Many(out)
+            }
+        })
     }
 
     fn stream_time(&self) -> i64 {

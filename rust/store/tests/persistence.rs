@@ -94,7 +94,7 @@ fn fresh_store_starts_at_stream_time_minus_one_also_after_reopen() {
         assert_eq!(s.store.live_segment_count(), 0);
         s.get_null("k");
         s.as_of_null("k", 0);
-        s.versions("k", None, None, DESC, &[]);
+        s.history("k", &[]);
         // reads and flushes do not advance stream time
         s.store.flush().expect("flush");
         assert_eq!(s.store.observed_stream_time(), -1);

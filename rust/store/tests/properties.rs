@@ -268,35 +268,25 @@ fn run_model_test(config: StoreConfig, ops: &[Op], backing: Backing) -> Result<(
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(cases(256))]
-
-    #[test]
-    fn in_memory_store_matches_the_model(
-        config in arb_config(),
-        ops in proptest::collection::vec(arb_op(), 1..40),
-    ) {
-        run_model_test(config, &ops, Backing::Memory)?;
-    }
+fn arb_backing() -> impl Strategy<Value = Backing> {
+    prop_oneof![
+        2 => Just(Backing::Memory),
+        1 => Just(Backing::Logged),
+        1 => Just(Backing::Buffered),
+    ]
 }
 
 proptest! {
-    #![proptest_config(cases(48))]
+    #![proptest_config(cases(256))]
 
+    /// Every backend gives the model's results and reads, across reopens of RocksDB.
     #[test]
-    fn rocksdb_store_matches_the_model_across_reopens(
+    fn every_backend_matches_the_model(
+        backing in arb_backing(),
         config in arb_config(),
         ops in proptest::collection::vec(arb_op(), 1..40),
     ) {
-        run_model_test(config, &ops, Backing::Logged)?;
-    }
-
-    #[test]
-    fn buffered_rocksdb_store_matches_the_model_across_reopens(
-        config in arb_config(),
-        ops in proptest::collection::vec(arb_op(), 1..40),
-    ) {
-        run_model_test(config, &ops, Backing::Buffered)?;
+        run_model_test(config, &ops, backing)?;
     }
 }
 

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use super::harness::{Check, U, config, on_both_backends};
+use super::harness::{Check, PutRow, U, config, on_both_backends};
 use super::model::{Model, Plan, assert_same, observe};
 use super::properties::{Backing, KEYS, Op, Sut, apply, arb_config, arb_op, cases};
 use crate::format::changelog::{self, Record};
@@ -58,7 +58,7 @@ fn only_accepted_writes_are_recorded() {
 fn a_failed_call_records_nothing() {
     on_both_backends(config(10, 5), |s| {
         recording(s);
-        let rows: [(&[u8], Option<&[u8]>, i64); 2] = [(b"a", Some(b"1"), 5), (b"b", None, -1)];
+        let rows: [PutRow<'_>; 2] = [(b"a", Some(b"1"), 5), (b"b", None, -1)];
         let err = s
             .store
             .put_batch(rows.iter().copied())
@@ -92,29 +92,26 @@ fn replayed_writes_are_not_recorded_again() {
 fn replica_of(sut: &mut Sut, chunk: usize) -> (VersionedStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = sut.store().config();
-    let replica = match sut.store().path() {
-        None => {
-            let bytes = sut
-                .store_mut()
-                .take_changelog(1, ATTEMPT, ATTEMPT)
-                .expect("take");
-            let mut replica = VersionedStore::in_memory(config);
-            replica
-                .apply_changelog(&bytes, "1.changelog", chunk)
-                .expect("replay");
-            replica
-        }
-        Some(_) => {
-            let path = dir.path().join("1.changelog");
-            sut.store_mut()
-                .take_changelog_to(&path, 1, ATTEMPT, ATTEMPT)
-                .expect("take");
-            let mut replica = VersionedStore::open(dir.path().join("db"), config).expect("open");
-            replica
-                .apply_changelog_file(&path, "1.changelog", chunk)
-                .expect("replay");
-            replica
-        }
+    let replica = if sut.store().path().is_none() {
+        let bytes = sut
+            .store_mut()
+            .take_changelog(1, ATTEMPT, ATTEMPT)
+            .expect("take");
+        let mut replica = VersionedStore::in_memory(config);
+        replica
+            .apply_changelog(&bytes, "1.changelog", chunk)
+            .expect("replay");
+        replica
+    } else {
+        let path = dir.path().join("1.changelog");
+        sut.store_mut()
+            .take_changelog_to(&path, 1, ATTEMPT, ATTEMPT)
+            .expect("take");
+        let mut replica = VersionedStore::open(dir.path().join("db"), config).expect("open");
+        replica
+            .apply_changelog_file(&path, "1.changelog", chunk)
+            .expect("replay");
+        replica
     };
     (replica, dir)
 }
