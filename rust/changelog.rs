@@ -156,7 +156,7 @@ impl Spool {
         version: i64,
         attempt: AttemptId,
         parent: AttemptId,
-    ) -> Result<[u8; HEADER_LEN]> {
+    ) -> Result<ChangelogHeader> {
         if let Some(broken) = &self.broken {
             return Err(Error::Io {
                 path: self.path(),
@@ -165,48 +165,44 @@ impl Spool {
                 )),
             });
         }
-        let fields = ChangelogHeader {
+        Ok(ChangelogHeader {
             version,
             attempt,
             parent_attempt: parent,
             record_count: self.records,
-        };
-        Ok(changelog::encode_header(
-            &fields,
-            self.crc.clone().finalize(),
-        ))
+        })
     }
 
-    /// Starts the next changelog: no records.
-    fn reset(&mut self) {
-        self.records = 0;
-        self.crc = crc32fast::Hasher::new();
+    /// Ends a take: the spool starts over, or, when the take failed half way through the spool
+    /// file, it is broken (its state is unknown).
+    fn finish<T>(&mut self, taken: Result<T>) -> Result<T> {
+        match &taken {
+            Ok(_) => {
+                self.records = 0;
+                self.crc = crc32fast::Hasher::new();
+            }
+            Err(e) if matches!(self.sink, Sink::File { .. }) => {
+                self.broken = Some(e.to_string());
+            }
+            Err(_) => {}
+        }
+        taken
     }
 
     /// The changelog recorded so far, as bytes; the spool starts over.
     fn take(&mut self, version: i64, attempt: AttemptId, parent: AttemptId) -> Result<Vec<u8>> {
-        let header = self.header(version, attempt, parent)?;
-        let bytes = match &mut self.sink {
+        let fields = self.header(version, attempt, parent)?;
+        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
+        let taken = match &mut self.sink {
             Sink::Memory(body) => {
                 let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
                 bytes.extend_from_slice(&header);
                 bytes.append(body);
-                bytes
+                Ok(bytes)
             }
-            Sink::File { path, out } => {
-                out.flush().map_err(io_error(path))?;
-                let mut bytes = std::fs::read(&*path).map_err(io_error(path))?;
-                if let Some(slot) = bytes.get_mut(..HEADER_LEN) {
-                    slot.copy_from_slice(&header);
-                }
-                let file = out.get_mut();
-                file.set_len(HEADER_LEN as u64).map_err(io_error(path))?;
-                file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
-                bytes
-            }
+            Sink::File { path, out } => read_spool_file(path, out, &header),
         };
-        self.reset();
-        Ok(bytes)
+        self.finish(taken)
     }
 
     /// Writes the changelog recorded so far to the new file `target` (the spool file itself
@@ -218,33 +214,58 @@ impl Spool {
         attempt: AttemptId,
         parent: AttemptId,
     ) -> Result<ChangelogHeader> {
-        let header = self.header(version, attempt, parent)?;
-        match &mut self.sink {
-            Sink::Memory(body) => {
-                let mut file = File::create_new(target).map_err(io_error(target))?;
-                file.write_all(&header).map_err(io_error(target))?;
-                file.write_all(body).map_err(io_error(target))?;
-                body.clear();
-            }
-            Sink::File { path, out } => {
-                if target.exists() {
-                    return Err(io_error(target)(std::io::ErrorKind::AlreadyExists.into()));
-                }
-                out.flush().map_err(io_error(path))?;
-                let file = out.get_mut();
-                file.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
-                file.write_all(&header).map_err(io_error(path))?;
-                if std::fs::rename(&*path, target).is_err() {
-                    // Another filesystem: copy, and reuse the spool file.
-                    std::fs::copy(&*path, target).map_err(io_error(target))?;
-                }
-                *out = create_spool_file(path)?;
-            }
+        let fields = self.header(version, attempt, parent)?;
+        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
+        if target.exists() {
+            return Err(io_error(target)(std::io::ErrorKind::AlreadyExists.into()));
         }
-        let stored = changelog::decode_header(&header, "the changelog just taken")?;
-        self.reset();
-        Ok(stored.fields)
+        let taken = match &mut self.sink {
+            Sink::Memory(body) => write_file(target, &[&header, body]).map(|()| body.clear()),
+            Sink::File { path, out } => move_spool_file(path, out, &header, target),
+        };
+        self.finish(taken).map(|()| fields)
     }
+}
+
+/// Writes `parts` to the new file `path`.
+fn write_file(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    let mut file = File::create_new(path).map_err(io_error(path))?;
+    parts
+        .iter()
+        .try_for_each(|part| file.write_all(part))
+        .map_err(io_error(path))
+}
+
+/// The spool file's changelog, with `header`, as bytes; the file keeps room for a header only.
+fn read_spool_file(path: &Path, out: &mut BufWriter<File>, header: &[u8]) -> Result<Vec<u8>> {
+    out.flush().map_err(io_error(path))?;
+    let mut bytes = std::fs::read(path).map_err(io_error(path))?;
+    if let Some(slot) = bytes.get_mut(..HEADER_LEN) {
+        slot.copy_from_slice(header);
+    }
+    let file = out.get_mut();
+    file.set_len(HEADER_LEN as u64).map_err(io_error(path))?;
+    file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
+    Ok(bytes)
+}
+
+/// Puts `header` in front of the spool file, moves it to `target` (copies it, across
+/// filesystems), and starts a new spool file.
+fn move_spool_file(
+    path: &Path,
+    out: &mut BufWriter<File>,
+    header: &[u8],
+    target: &Path,
+) -> Result<()> {
+    out.flush().map_err(io_error(path))?;
+    let file = out.get_mut();
+    file.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
+    file.write_all(header).map_err(io_error(path))?;
+    if std::fs::rename(path, target).is_err() {
+        std::fs::copy(path, target).map_err(io_error(target))?;
+    }
+    *out = create_spool_file(path)?;
+    Ok(())
 }
 
 impl Drop for Spool {
@@ -660,6 +681,30 @@ mod tests {
             .take_changelog_to(&target, 6, &ATTEMPT, &PARENT)
             .expect_err("exists");
         assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_take_that_fails_half_way_breaks_a_file_spool_for_good() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = VersionedStore::open(dir.path().join("db"), config()).expect("open");
+        store.set_record_changes(true).expect("record");
+        store.put(b"k", Some(b"v"), 1).expect("put");
+        let nowhere = dir.path().join("missing").join("1.changelog");
+        let err = store
+            .take_changelog_to(&nowhere, 1, &ATTEMPT, &PARENT)
+            .expect_err("no such directory");
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        // the writes of the failed take are not lost silently: no changelog is ever taken again
+        store.put(b"k", Some(b"w"), 2).expect("put");
+        let err = store.take_changelog(1, &ATTEMPT, &PARENT).expect_err("broken");
+        assert!(err.to_string().contains("changelog spool"), "{err}");
+        // an in-memory spool is intact after a failed take
+        let mut memory = VersionedStore::in_memory(config());
+        memory.set_record_changes(true).expect("record");
+        memory.put(b"k", Some(b"v"), 1).expect("put");
+        assert!(memory.take_changelog_to(&nowhere, 1, &ATTEMPT, &PARENT).is_err());
+        let bytes = memory.take_changelog(1, &ATTEMPT, &PARENT).expect("take");
+        assert_eq!(verify_changelog(&bytes, "1").map(|h| h.record_count).ok(), Some(1));
     }
 
     #[test]
