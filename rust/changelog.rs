@@ -1,257 +1,774 @@
-//! Changelog files: the writes that turn checkpoint version `v − 1` into version `v`.
+//! Recording and replaying changelogs: the accepted writes of a checkpointed store, as files
+//! (laid out in `format/changelog.rs`).
 //!
-//! ```text
-//! offset  size  field
-//! 0       4     magic            "VSCL"
-//! 4       4     format version   u32 BE = 1
-//! 8       8     version          i64 BE   the version this changelog produces
-//! 16      16    attempt id       the attempt that wrote it (opaque, e.g. a UUID)
-//! 32      16    parent attempt   the attempt that wrote version − 1 (zeros for version 1)
-//! 48      8     record count     u64 BE
-//! 56      4     body crc32       over every byte from offset 64 to the end
-//! 60      4     header crc32     over bytes 0..60
-//! 64      ...   records, each:
-//!                 key_len   u32 BE, key bytes
-//!                 value_len i32 BE (-1 = tombstone), value bytes
-//!                 timestamp i64 BE
-//! ```
+//! A store that records (`set_record_changes(true)`) appends every accepted write, encoded as a
+//! changelog record, to a *spool* as the write commits: a file beside the store's data
+//! (`changelog.spool` in its directory) for a persistent store, so that a micro-batch's writes
+//! wait on disk rather than in memory, and a buffer for an in-memory store. The spool keeps the
+//! running record count and body checksum, so taking a changelog only puts the header in front
+//! of the body: [`VersionedStore::take_changelog_to`] moves the spool file to a path the caller
+//! uploads, [`VersionedStore::take_changelog`] returns the bytes (for small changelogs). A
+//! spool that fails to take a write fails every later take: a changelog never misses a write
+//! the store made.
 //!
-//! Records are the *accepted* writes in the order they were applied (a delete is its tombstone
-//! write). Replaying them with the normal put algorithm reproduces the state exactly: rejected
-//! writes never reach the log, and an accepted write is accepted again on replay because the
-//! observed stream time evolves identically.
+//! Replay reads a changelog in chunks ([`VersionedStore::apply_changelog_file`]): records are
+//! decoded in place in the read buffer, at most `chunk_records` and about [`CHUNK_BYTES`] at a
+//! time, and each chunk is one atomic write, so memory is bounded by a chunk whatever the size of
+//! the file. The body checksum is computed as the file is read and checked at its end: a damaged
+//! file raises `Corrupt` after the chunks before the damage were applied, like any failure of a
+//! later chunk, and the store then holds no committed version (a partition store's local copy is
+//! marked dirty before replay, `docs/checkpoint.md`). [`VersionedStore::apply_changelog`] of
+//! bytes in memory verifies the whole file first and applies nothing of a damaged one.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::format::changelog::{
+    self, ATTEMPT_LEN, AttemptId, ChangelogHeader, HEADER_LEN, Record, StoredHeader,
+};
+use crate::store::{VersionedStore, check_write};
 
-const MAGIC: &[u8; 4] = b"VSCL";
-const FORMAT_VERSION: u32 = 1;
-const HEADER_LEN: usize = 64;
+/// The spool file's name in a persistent store's directory.
+const SPOOL_FILE: &str = "changelog.spool";
+/// How much a replay reads from its file at a time.
+const READ_SIZE: usize = 1 << 20;
+/// About how many bytes of records a replay decodes and applies as one write.
+pub(crate) const CHUNK_BYTES: usize = 8 << 20;
+/// The spool file's write buffer.
+const SPOOL_BUFFER: usize = 256 << 10;
 
-/// An attempt id (e.g. the bytes of a UUID).
-pub type AttemptId = [u8; 16];
-
-/// One logged write: `value = None` is a tombstone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangelogRecord {
-    /// The key.
-    pub key: Vec<u8>,
-    /// The value, or `None` for a tombstone.
-    pub value: Option<Vec<u8>>,
-    /// The write's timestamp.
-    pub timestamp: i64,
+/// The accepted writes of one transaction, encoded as changelog records.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    bytes: Vec<u8>,
+    records: u64,
 }
 
-/// The header of a changelog file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChangelogHeader {
-    /// The version this changelog produces.
-    pub version: i64,
-    /// The attempt that wrote it.
-    pub attempt: AttemptId,
-    /// The attempt that wrote the previous version.
-    pub parent_attempt: AttemptId,
-    /// Number of records.
-    pub record_count: u64,
-}
-
-/// Encodes a changelog file.
-#[must_use]
-pub fn encode(header: &ChangelogHeader, records: &[ChangelogRecord]) -> Vec<u8> {
-    let body_len: usize = records
-        .iter()
-        .map(|r| 16 + r.key.len() + r.value.as_ref().map_or(0, Vec::len))
-        .sum();
-    let mut out = Vec::with_capacity(HEADER_LEN + body_len);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
-    out.extend_from_slice(&header.version.to_be_bytes());
-    out.extend_from_slice(&header.attempt);
-    out.extend_from_slice(&header.parent_attempt);
-    out.extend_from_slice(&(records.len() as u64).to_be_bytes());
-    out.extend_from_slice(&[0; 8]); // checksums, filled below
-    for record in records {
-        // Keys and values are bounded by the store's MAX_VALUE_LEN checks before they are logged.
-        out.extend_from_slice(
-            &u32::try_from(record.key.len())
-                .unwrap_or(u32::MAX)
-                .to_be_bytes(),
-        );
-        out.extend_from_slice(&record.key);
-        match &record.value {
-            Some(value) => {
-                out.extend_from_slice(
-                    &i32::try_from(value.len()).unwrap_or(i32::MAX).to_be_bytes(),
-                );
-                out.extend_from_slice(value);
-            }
-            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-        out.extend_from_slice(&record.timestamp.to_be_bytes());
-    }
-    let body_crc = crc32fast::hash(out.get(HEADER_LEN..).unwrap_or_default());
-    out[56..60].copy_from_slice(&body_crc.to_be_bytes());
-    let header_crc = crc32fast::hash(&out[..60]);
-    out[60..64].copy_from_slice(&header_crc.to_be_bytes());
-    out
-}
-
-/// Decodes and verifies only the header (cheap: for listing and chain checks).
-///
-/// # Errors
-/// [`Error::Corrupt`] naming `location` when the header is short, has a bad magic, version or
-/// checksum.
-pub fn decode_header(bytes: &[u8], location: &str) -> Result<ChangelogHeader> {
-    let corrupt = |detail: &str| Error::corrupt(location, detail);
-    let header = bytes
-        .get(..HEADER_LEN)
-        .ok_or_else(|| corrupt("changelog is shorter than its 64-byte header"))?;
-    if &header[..4] != MAGIC {
-        return Err(corrupt("not a verstore changelog (bad magic)"));
-    }
-    let stored_crc = u32::from_be_bytes(header[60..64].try_into().map_err(|_| corrupt("header"))?);
-    if crc32fast::hash(&header[..60]) != stored_crc {
-        return Err(corrupt("header checksum mismatch"));
-    }
-    let format = u32::from_be_bytes(header[4..8].try_into().map_err(|_| corrupt("header"))?);
-    if format != FORMAT_VERSION {
-        return Err(corrupt(&format!(
-            "unknown changelog format version {format}"
-        )));
-    }
-    let field16 = |offset: usize| -> Result<AttemptId> {
-        header[offset..offset + 16]
-            .try_into()
-            .map_err(|_| corrupt("header"))
-    };
-    Ok(ChangelogHeader {
-        version: crate::format::read_i64(header, 8).ok_or_else(|| corrupt("header"))?,
-        attempt: field16(16)?,
-        parent_attempt: field16(32)?,
-        record_count: u64::from_be_bytes(header[48..56].try_into().map_err(|_| corrupt("header"))?),
-    })
-}
-
-/// Decodes and verifies a whole changelog file.
-///
-/// # Errors
-/// [`Error::Corrupt`] naming `location` for any truncation, checksum or count mismatch.
-pub fn decode(bytes: &[u8], location: &str) -> Result<(ChangelogHeader, Vec<ChangelogRecord>)> {
-    let header = decode_header(bytes, location)?;
-    let corrupt = |detail: String| Error::corrupt(location, detail);
-    let body = bytes.get(HEADER_LEN..).unwrap_or_default();
-    let stored_crc = u32::from_be_bytes(
-        bytes[56..60]
-            .try_into()
-            .map_err(|_| corrupt("header".to_owned()))?,
-    );
-    if crc32fast::hash(body) != stored_crc {
-        return Err(corrupt(
-            "body checksum mismatch (truncated or modified)".to_owned(),
-        ));
-    }
-    let mut records = Vec::new();
-    let mut offset = 0usize;
-    let take = |offset: &mut usize, len: usize| -> Result<&[u8]> {
-        let end = offset.checked_add(len).filter(|&e| e <= body.len());
-        let slice = end.and_then(|e| body.get(*offset..e));
-        let slice = slice.ok_or_else(|| {
-            Error::corrupt(
-                location,
-                format!("record runs past the end at byte {}", HEADER_LEN + *offset),
-            )
-        })?;
-        *offset += len;
-        Ok(slice)
-    };
-    while offset < body.len() {
-        let key_len = u32::from_be_bytes(
-            take(&mut offset, 4)?
-                .try_into()
-                .map_err(|_| corrupt("key length".to_owned()))?,
-        );
-        let key = take(&mut offset, key_len as usize)?.to_vec();
-        let value_len = i32::from_be_bytes(
-            take(&mut offset, 4)?
-                .try_into()
-                .map_err(|_| corrupt("value length".to_owned()))?,
-        );
-        let value = match usize::try_from(value_len) {
-            Ok(len) => Some(take(&mut offset, len)?.to_vec()),
-            Err(_) if value_len == -1 => None,
-            Err(_) => return Err(corrupt(format!("bad value length {value_len}"))),
-        };
-        let timestamp = i64::from_be_bytes(
-            take(&mut offset, 8)?
-                .try_into()
-                .map_err(|_| corrupt("timestamp".to_owned()))?,
-        );
-        records.push(ChangelogRecord {
+impl Log {
+    /// Logs the accepted write of `value` (`None`: a tombstone) for `key` at `timestamp`.
+    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) {
+        let record = Record {
             key,
             value,
             timestamp,
-        });
+        };
+        self.bytes.reserve(changelog::record_len(key, value));
+        changelog::encode_record(record, &mut self.bytes);
+        self.records += 1;
     }
-    if records.len() as u64 != header.record_count {
-        return Err(corrupt(format!(
-            "header says {} records, body has {}",
-            header.record_count,
-            records.len()
-        )));
+}
+
+/// Where a spool keeps its body.
+enum Sink {
+    Memory(Vec<u8>),
+    /// A file that starts with `HEADER_LEN` bytes of room for the header.
+    File {
+        path: PathBuf,
+        out: BufWriter<File>,
+    },
+}
+
+/// The body of the changelog being recorded, with its record count and checksum.
+pub(crate) struct Spool {
+    sink: Sink,
+    records: u64,
+    crc: crc32fast::Hasher,
+    /// What went wrong when a write could not be spooled: every later take fails with it.
+    broken: Option<String>,
+}
+
+impl std::fmt::Debug for Spool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spool")
+            .field("records", &self.records)
+            .finish_non_exhaustive()
     }
-    Ok((header, records))
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// A new spool file at `path`: room for the header, no records.
+fn create_spool_file(path: &Path) -> Result<BufWriter<File>> {
+    let mut out =
+        BufWriter::with_capacity(SPOOL_BUFFER, File::create(path).map_err(io_error(path))?);
+    out.write_all(&[0; HEADER_LEN]).map_err(io_error(path))?;
+    Ok(out)
+}
+
+impl Spool {
+    /// A spool in `dir` (a persistent store's directory), or in memory.
+    fn open(dir: Option<&Path>) -> Result<Self> {
+        let sink = match dir {
+            Some(dir) => {
+                let path = dir.join(SPOOL_FILE);
+                let out = create_spool_file(&path)?;
+                Sink::File { path, out }
+            }
+            None => Sink::Memory(Vec::new()),
+        };
+        Ok(Self {
+            sink,
+            records: 0,
+            crc: crc32fast::Hasher::new(),
+            broken: None,
+        })
+    }
+
+    /// Appends a committed transaction's log. A failure cannot undo the write it logs, which
+    /// is in the store already: it breaks the spool instead.
+    fn append(&mut self, log: &Log) {
+        if self.broken.is_some() || log.records == 0 {
+            return;
+        }
+        let written = match &mut self.sink {
+            Sink::Memory(body) => {
+                body.extend_from_slice(&log.bytes);
+                Ok(())
+            }
+            Sink::File { out, .. } => out.write_all(&log.bytes),
+        };
+        match written {
+            Ok(()) => {
+                self.crc.update(&log.bytes);
+                self.records += log.records;
+            }
+            Err(e) => self.broken = Some(e.to_string()),
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        match &self.sink {
+            Sink::File { path, .. } => path.clone(),
+            Sink::Memory(_) => PathBuf::from("in-memory changelog spool"),
+        }
+    }
+
+    /// The header of the changelog recorded so far, or the error that broke the spool.
+    fn header(
+        &self,
+        version: i64,
+        attempt: AttemptId,
+        parent: AttemptId,
+    ) -> Result<ChangelogHeader> {
+        if let Some(broken) = &self.broken {
+            return Err(Error::Io {
+                path: self.path(),
+                source: std::io::Error::other(format!(
+                    "a write could not be recorded in the changelog spool: {broken}"
+                )),
+            });
+        }
+        Ok(ChangelogHeader {
+            version,
+            attempt,
+            parent_attempt: parent,
+            record_count: self.records,
+        })
+    }
+
+    /// Ends a take: the spool starts over, or, when the take failed half way through the spool
+    /// file, it is broken (its state is unknown).
+    fn finish<T>(&mut self, taken: Result<T>) -> Result<T> {
+        match &taken {
+            Ok(_) => {
+                self.records = 0;
+                self.crc = crc32fast::Hasher::new();
+            }
+            Err(e) if matches!(self.sink, Sink::File { .. }) => {
+                self.broken = Some(e.to_string());
+            }
+            Err(_) => {}
+        }
+        taken
+    }
+
+    /// The changelog recorded so far, as bytes; the spool starts over.
+    fn take(&mut self, version: i64, attempt: AttemptId, parent: AttemptId) -> Result<Vec<u8>> {
+        let fields = self.header(version, attempt, parent)?;
+        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
+        let taken = match &mut self.sink {
+            Sink::Memory(body) => {
+                let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
+                bytes.extend_from_slice(&header);
+                bytes.append(body);
+                Ok(bytes)
+            }
+            Sink::File { path, out } => read_spool_file(path, out, &header),
+        };
+        self.finish(taken)
+    }
+
+    /// Writes the changelog recorded so far to the new file `target` (the spool file itself
+    /// moves there when it can); the spool starts over.
+    fn take_to(
+        &mut self,
+        target: &Path,
+        version: i64,
+        attempt: AttemptId,
+        parent: AttemptId,
+    ) -> Result<ChangelogHeader> {
+        let fields = self.header(version, attempt, parent)?;
+        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
+        if target.exists() {
+            return Err(io_error(target)(std::io::ErrorKind::AlreadyExists.into()));
+        }
+        let taken = match &mut self.sink {
+            Sink::Memory(body) => write_file(target, &[&header, body]).map(|()| body.clear()),
+            Sink::File { path, out } => move_spool_file(path, out, &header, target),
+        };
+        self.finish(taken).map(|()| fields)
+    }
+}
+
+/// Writes `parts` to the new file `path`.
+fn write_file(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    let mut file = File::create_new(path).map_err(io_error(path))?;
+    parts
+        .iter()
+        .try_for_each(|part| file.write_all(part))
+        .map_err(io_error(path))
+}
+
+/// The spool file's changelog, with `header`, as bytes; the file keeps room for a header only.
+fn read_spool_file(path: &Path, out: &mut BufWriter<File>, header: &[u8]) -> Result<Vec<u8>> {
+    out.flush().map_err(io_error(path))?;
+    let mut bytes = std::fs::read(path).map_err(io_error(path))?;
+    if let Some(slot) = bytes.get_mut(..HEADER_LEN) {
+        slot.copy_from_slice(header);
+    }
+    let file = out.get_mut();
+    file.set_len(HEADER_LEN as u64).map_err(io_error(path))?;
+    file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
+    Ok(bytes)
+}
+
+/// Puts `header` in front of the spool file, moves it to `target` (copies it, across
+/// filesystems), and starts a new spool file.
+fn move_spool_file(
+    path: &Path,
+    out: &mut BufWriter<File>,
+    header: &[u8],
+    target: &Path,
+) -> Result<()> {
+    out.flush().map_err(io_error(path))?;
+    let file = out.get_mut();
+    file.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
+    file.write_all(header).map_err(io_error(path))?;
+    if std::fs::rename(path, target).is_err() {
+        std::fs::copy(path, target).map_err(io_error(target))?;
+    }
+    *out = create_spool_file(path)?;
+    Ok(())
+}
+
+impl Drop for Spool {
+    /// The spool holds the writes of a session only: a later open starts a new one.
+    fn drop(&mut self) {
+        if let Sink::File { path, .. } = &self.sink {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// An attempt id from its bytes.
+fn attempt_id(bytes: &[u8], argument: &'static str) -> Result<AttemptId> {
+    bytes.try_into().map_err(|_| {
+        Error::invalid(
+            argument,
+            format!(
+                "{argument} must be {ATTEMPT_LEN} bytes, got {}",
+                bytes.len()
+            ),
+        )
+    })
+}
+
+/// Reads a changelog in chunks of records decoded in place, computing the body checksum on the
+/// way.
+struct ChunkReader<R> {
+    source: R,
+    /// The file, for i/o errors.
+    path: PathBuf,
+    /// The changelog's name, for corruption errors.
+    location: String,
+    header: StoredHeader,
+    /// Read bytes; `buf[start..]` are not decoded yet.
+    buf: Vec<u8>,
+    start: usize,
+    /// Body bytes dropped from the front of `buf`.
+    dropped: usize,
+    crc: crc32fast::Hasher,
+    records: u64,
+    eof: bool,
+}
+
+impl<R: Read> ChunkReader<R> {
+    fn open(mut source: R, path: &Path, location: &str) -> Result<Self> {
+        let mut head = Vec::with_capacity(HEADER_LEN);
+        (&mut source)
+            .take(HEADER_LEN as u64)
+            .read_to_end(&mut head)
+            .map_err(io_error(path))?;
+        let header = changelog::decode_header(&head, location)?;
+        Ok(Self {
+            source,
+            path: path.to_owned(),
+            location: location.to_owned(),
+            header,
+            buf: Vec::new(),
+            start: 0,
+            dropped: 0,
+            crc: crc32fast::Hasher::new(),
+            records: 0,
+            eof: false,
+        })
+    }
+
+    fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Reads the next piece of the body, after dropping what was decoded.
+    fn fill(&mut self) -> Result<()> {
+        self.buf.drain(..self.start);
+        self.dropped += self.start;
+        self.start = 0;
+        let old = self.buf.len();
+        self.buf.resize(old + READ_SIZE, 0);
+        let read = loop {
+            match self
+                .source
+                .read(self.buf.get_mut(old..).unwrap_or_default())
+            {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(&self.path)(e)),
+            }
+        };
+        self.buf.truncate(old + read);
+        self.crc.update(self.buf.get(old..).unwrap_or_default());
+        self.eof = read == 0;
+        Ok(())
+    }
+
+    /// Hands the next chunk to `apply` (with the index of its first record); `Ok(false)` once
+    /// the body is exhausted and verified.
+    fn next_chunk(
+        &mut self,
+        max_records: usize,
+        apply: impl FnOnce(&[Record<'_>], u64) -> Result<()>,
+    ) -> Result<bool> {
+        loop {
+            while !self.eof && self.pending() < CHUNK_BYTES {
+                self.fill()?;
+            }
+            let mut records = Vec::new();
+            let mut at = self.start;
+            while records.len() < max_records.max(1) && at - self.start < CHUNK_BYTES {
+                let rest = self.buf.get(at..).unwrap_or_default();
+                match changelog::split_record(rest) {
+                    Ok(Some((record, len))) => {
+                        records.push(record);
+                        at += len;
+                    }
+                    Ok(None) => break,
+                    Err(detail) => {
+                        let offset = HEADER_LEN + self.dropped + at;
+                        return Err(Error::corrupt(
+                            &self.location,
+                            format!("{detail} at byte {offset}"),
+                        ));
+                    }
+                }
+            }
+            if !records.is_empty() {
+                let count = records.len() as u64;
+                apply(&records, self.records)?;
+                self.start = at;
+                self.records += count;
+                return Ok(true);
+            }
+            if self.eof {
+                self.finish()?;
+                return Ok(false);
+            }
+            // A record longer than a chunk: read on.
+            self.fill()?;
+        }
+    }
+
+    fn finish(&self) -> Result<()> {
+        let corrupt = |detail: String| Error::corrupt(&self.location, detail);
+        if self.crc.clone().finalize() != self.header.body_crc {
+            return Err(corrupt(
+                "body checksum mismatch (truncated or modified)".to_owned(),
+            ));
+        }
+        if self.pending() > 0 {
+            let offset = HEADER_LEN + self.dropped + self.start;
+            return Err(corrupt(format!(
+                "record runs past the end at byte {offset}"
+            )));
+        }
+        changelog::check_count(&self.header.fields, self.records, &self.location)
+    }
+}
+
+/// Verifies a changelog file's header (cheap: for listings and chain checks).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming `location` when the header is short, or has a bad magic, format
+/// version or checksum.
+pub fn read_changelog_header(bytes: &[u8], location: &str) -> Result<ChangelogHeader> {
+    changelog::decode_header(bytes, location).map(|stored| stored.fields)
+}
+
+/// Verifies a whole changelog file (both checksums, the record framing and count).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming `location` for any truncation, checksum or count mismatch.
+pub fn verify_changelog(bytes: &[u8], location: &str) -> Result<ChangelogHeader> {
+    changelog::decode(bytes, location).map(|(header, _)| header)
+}
+
+impl VersionedStore {
+    /// Starts or stops recording accepted writes for [`VersionedStore::take_changelog`]. A
+    /// persistent store spools them to a file in its directory.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the spool file cannot be created.
+    pub fn set_record_changes(&mut self, record: bool) -> Result<()> {
+        match (record, self.spool.is_some()) {
+            (true, false) => self.spool = Some(Spool::open(self.path())?),
+            (false, true) => self.spool = None,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Appends a committed transaction's log to the spool, when recording.
+    pub(crate) fn record(&mut self, log: Option<&Log>) {
+        if let (Some(spool), Some(log)) = (&mut self.spool, log) {
+            spool.append(log);
+        }
+    }
+
+    /// The accepted writes since the last take (none when not recording), as the bytes of the
+    /// changelog that makes `version` on top of `parent_attempt`'s commit.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an attempt id that is not 16 bytes; [`Error::Io`] when
+    /// the spool failed.
+    pub fn take_changelog(
+        &mut self,
+        version: i64,
+        attempt: &[u8],
+        parent_attempt: &[u8],
+    ) -> Result<Vec<u8>> {
+        let attempt = attempt_id(attempt, "attempt_id")?;
+        let parent = attempt_id(parent_attempt, "parent_attempt_id")?;
+        match &mut self.spool {
+            Some(spool) => spool.take(version, attempt, parent),
+            None => Ok(changelog::encode(version, attempt, parent, [])),
+        }
+    }
+
+    /// [`VersionedStore::take_changelog`] into the new file `path`, without holding the
+    /// changelog in memory; returns its header.
+    ///
+    /// # Errors
+    /// As [`VersionedStore::take_changelog`]; [`Error::Io`] when `path` exists or cannot be
+    /// written.
+    pub fn take_changelog_to(
+        &mut self,
+        path: &Path,
+        version: i64,
+        attempt: &[u8],
+        parent_attempt: &[u8],
+    ) -> Result<ChangelogHeader> {
+        let attempt = attempt_id(attempt, "attempt_id")?;
+        let parent = attempt_id(parent_attempt, "parent_attempt_id")?;
+        match &mut self.spool {
+            Some(spool) => spool.take_to(path, version, attempt, parent),
+            None => Spool::open(None)?.take_to(path, version, attempt, parent),
+        }
+    }
+
+    /// Verifies a whole changelog held in memory, then replays its records with the normal put
+    /// algorithm, `chunk_records` per atomic write (see [`crate::changelog`]). The result
+    /// equals applying them one by one; replayed writes are not recorded again.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming `location` for a damaged file, [`Error::InvalidArgument`] for
+    /// a record with a negative timestamp (nothing applied for either); storage errors.
+    pub fn apply_changelog(
+        &mut self,
+        bytes: &[u8],
+        location: &str,
+        chunk_records: usize,
+    ) -> Result<ChangelogHeader> {
+        let (header, records) = changelog::decode(bytes, location)?;
+        for (index, record) in records.iter().enumerate() {
+            check_write(record.value, record.timestamp, Some(index))?;
+        }
+        self.replaying(|store| {
+            records
+                .chunks(chunk_records.max(1))
+                .try_for_each(|chunk| store.replay_chunk(chunk, 0))
+        })?;
+        Ok(header)
+    }
+
+    /// Replays the changelog file at `path` chunk by chunk, in bounded memory (see
+    /// [`crate::changelog`]); `location` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming `location` for a damaged file, [`Error::InvalidArgument`] for
+    /// a record with a negative timestamp: the chunks before it are applied; [`Error::Io`];
+    /// storage errors.
+    pub fn apply_changelog_file(
+        &mut self,
+        path: &Path,
+        location: &str,
+        chunk_records: usize,
+    ) -> Result<ChangelogHeader> {
+        let file = File::open(path).map_err(io_error(path))?;
+        let mut reader = ChunkReader::open(file, path, location)?;
+        self.replaying(|store| {
+            while reader.next_chunk(chunk_records, |chunk, first| {
+                store.replay_chunk(chunk, first)
+            })? {}
+            Ok(())
+        })?;
+        Ok(reader.header.fields)
+    }
+
+    /// Runs `replay` with recording suspended.
+    fn replaying(&mut self, replay: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let spool = self.spool.take();
+        let result = replay(self);
+        self.spool = spool;
+        result
+    }
+
+    /// Applies the records of one chunk (record `first` of the changelog first) as one write.
+    fn replay_chunk(&mut self, records: &[Record<'_>], first: u64) -> Result<()> {
+        let first = usize::try_from(first).unwrap_or(usize::MAX);
+        for (i, record) in records.iter().enumerate() {
+            check_write(
+                record.value,
+                record.timestamp,
+                Some(first.saturating_add(i)),
+            )?;
+        }
+        self.transaction(|txn| {
+            txn.reserve(records.len());
+            records
+                .iter()
+                .try_for_each(|r| txn.put(r.key, r.value, r.timestamp).map(drop))
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::StoreConfig;
 
-    fn sample() -> (ChangelogHeader, Vec<ChangelogRecord>) {
-        let records = vec![
-            ChangelogRecord {
-                key: b"k".to_vec(),
-                value: Some(b"v".to_vec()),
-                timestamp: 5,
-            },
-            ChangelogRecord {
-                key: Vec::new(),
-                value: None,
-                timestamp: 7,
-            },
-            ChangelogRecord {
-                key: b"x".to_vec(),
-                value: Some(Vec::new()),
-                timestamp: 0,
-            },
-        ];
-        let header = ChangelogHeader {
-            version: 3,
-            attempt: [1; 16],
-            parent_attempt: [2; 16],
-            record_count: 3,
+    const ATTEMPT: [u8; ATTEMPT_LEN] = [1; ATTEMPT_LEN];
+    const PARENT: [u8; ATTEMPT_LEN] = [2; ATTEMPT_LEN];
+
+    fn config() -> StoreConfig {
+        StoreConfig::new(1_000, Some(10)).expect("config")
+    }
+
+    /// Writes that a reader of `chunk` records splits in many ways: values larger than a read,
+    /// tombstones, empty keys.
+    fn write_some(store: &mut VersionedStore) {
+        let big = vec![0x5A; READ_SIZE + 17];
+        for i in 0..300i64 {
+            let key = format!("k{}", i % 7).into_bytes();
+            let value = match i % 5 {
+                0 => None,
+                1 => Some(big.as_slice()),
+                _ => Some(&b"v"[..]),
+            };
+            store.put(&key, value, i * 3 % 500).expect("put");
+        }
+        store.delete(b"", 400).expect("delete");
+    }
+
+    fn same_reads(a: &VersionedStore, b: &VersionedStore) {
+        assert_eq!(a.observed_stream_time(), b.observed_stream_time());
+        for k in 0..7 {
+            let key = format!("k{k}").into_bytes();
+            for t in (0..1_000).step_by(7) {
+                assert_eq!(
+                    a.get_as_of(&key, t).ok(),
+                    b.get_as_of(&key, t).ok(),
+                    "{k} {t}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_spooled_changelog_replays_from_a_file_in_chunks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut recorded = VersionedStore::open(dir.path().join("db"), config()).expect("open");
+        recorded.set_record_changes(true).expect("record");
+        write_some(&mut recorded);
+        let path = dir.path().join("1.changelog");
+        let header = recorded
+            .take_changelog_to(&path, 1, &ATTEMPT, &PARENT)
+            .expect("take");
+        assert_eq!(header.record_count, 301);
+        assert!(dir.path().join("db").join(SPOOL_FILE).exists());
+        let bytes = std::fs::read(&path).expect("read");
+        assert_eq!(verify_changelog(&bytes, "1.changelog").ok(), Some(header));
+        for chunk in [1, 7, 100_000] {
+            let mut replayed = VersionedStore::in_memory(config());
+            let applied = replayed
+                .apply_changelog_file(&path, "1.changelog", chunk)
+                .expect("replay");
+            assert_eq!(applied, header);
+            same_reads(&recorded, &replayed);
+        }
+        // the spool started over: the next changelog is empty
+        let next = recorded.take_changelog(2, &PARENT, &ATTEMPT).expect("take");
+        assert_eq!(
+            read_changelog_header(&next, "2")
+                .map(|h| h.record_count)
+                .ok(),
+            Some(0)
+        );
+        drop(recorded);
+        assert!(!dir.path().join("db").join(SPOOL_FILE).exists());
+    }
+
+    #[test]
+    fn bytes_from_memory_and_file_spools_are_identical() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut on_disk = VersionedStore::open(dir.path(), config()).expect("open");
+        let mut in_memory = VersionedStore::in_memory(config());
+        for store in [&mut on_disk, &mut in_memory] {
+            store.set_record_changes(true).expect("record");
+            write_some(store);
+            // a rejected write is not recorded
+            store.put(b"late", Some(b"x"), 0).expect("put");
+        }
+        let a = on_disk.take_changelog(5, &ATTEMPT, &PARENT).expect("take");
+        let b = in_memory
+            .take_changelog(5, &ATTEMPT, &PARENT)
+            .expect("take");
+        assert_eq!(a, b);
+        let mut replayed = VersionedStore::in_memory(config());
+        replayed.apply_changelog(&a, "5", 64).expect("replay");
+        same_reads(&in_memory, &replayed);
+        let target = dir.path().join("empty.changelog");
+        let header = in_memory
+            .take_changelog_to(&target, 6, &ATTEMPT, &PARENT)
+            .expect("take");
+        assert_eq!(header.record_count, 0);
+        let err = in_memory
+            .take_changelog_to(&target, 6, &ATTEMPT, &PARENT)
+            .expect_err("exists");
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_take_that_fails_half_way_breaks_a_file_spool_for_good() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = VersionedStore::open(dir.path().join("db"), config()).expect("open");
+        store.set_record_changes(true).expect("record");
+        store.put(b"k", Some(b"v"), 1).expect("put");
+        let nowhere = dir.path().join("missing").join("1.changelog");
+        let err = store
+            .take_changelog_to(&nowhere, 1, &ATTEMPT, &PARENT)
+            .expect_err("no such directory");
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        // the writes of the failed take are not lost silently: no changelog is ever taken again
+        store.put(b"k", Some(b"w"), 2).expect("put");
+        let err = store
+            .take_changelog(1, &ATTEMPT, &PARENT)
+            .expect_err("broken");
+        assert!(err.to_string().contains("changelog spool"), "{err}");
+        // an in-memory spool is intact after a failed take
+        let mut memory = VersionedStore::in_memory(config());
+        memory.set_record_changes(true).expect("record");
+        memory.put(b"k", Some(b"v"), 1).expect("put");
+        assert!(
+            memory
+                .take_changelog_to(&nowhere, 1, &ATTEMPT, &PARENT)
+                .is_err()
+        );
+        let bytes = memory.take_changelog(1, &ATTEMPT, &PARENT).expect("take");
+        assert_eq!(
+            verify_changelog(&bytes, "1").map(|h| h.record_count).ok(),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_damaged_file_is_corrupt_and_a_bad_attempt_id_invalid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = VersionedStore::in_memory(config());
+        store.set_record_changes(true).expect("record");
+        write_some(&mut store);
+        let bytes = store.take_changelog(1, &ATTEMPT, &PARENT).expect("take");
+        let path = dir.path().join("damaged");
+        for damage in [bytes.len() - 1, bytes.len() / 2, HEADER_LEN + 3, 40] {
+            let mut damaged = bytes.clone();
+            damaged[damage] ^= 0x40;
+            for data in [&damaged[..], &bytes[..damage]] {
+                std::fs::write(&path, data).expect("write");
+                let mut fresh = VersionedStore::in_memory(config());
+                let err = fresh
+                    .apply_changelog_file(&path, "1.changelog", 50)
+                    .expect_err("damaged");
+                assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+                assert!(err.to_string().contains("1.changelog"), "{err}");
+                let err = fresh
+                    .apply_changelog(data, "1.changelog", 50)
+                    .expect_err("damaged");
+                assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+            }
+        }
+        let err = store
+            .take_changelog(1, b"short", &PARENT)
+            .expect_err("short id");
+        assert!(
+            matches!(
+                err,
+                Error::InvalidArgument {
+                    argument: "attempt_id",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_negative_timestamp_in_a_forged_changelog_is_refused() {
+        let record = Record {
+            key: b"k",
+            value: Some(b"v"),
+            timestamp: -1,
         };
-        (header, records)
-    }
-
-    #[test]
-    fn round_trips() {
-        let (header, records) = sample();
-        let bytes = encode(&header, &records);
-        assert_eq!(decode(&bytes, "3.changelog").ok(), Some((header, records)));
-        assert_eq!(decode_header(&bytes, "3.changelog").ok(), Some(header));
-    }
-
-    #[test]
-    fn every_truncation_and_bit_flip_is_detected() {
-        let (header, records) = sample();
-        let bytes = encode(&header, &records);
-        for len in 0..bytes.len() {
-            let err = decode(&bytes[..len], "3.changelog").expect_err("truncated");
-            assert!(err.to_string().contains("3.changelog"), "{err}");
-        }
-        for i in 0..bytes.len() {
-            let mut flipped = bytes.clone();
-            flipped[i] ^= 0x10;
-            assert!(decode(&flipped, "3.changelog").is_err(), "flip at {i}");
-        }
+        let bytes = changelog::encode(1, ATTEMPT, PARENT, [record]);
+        let mut store = VersionedStore::in_memory(config());
+        let err = store
+            .apply_changelog(&bytes, "1", 10)
+            .expect_err("negative");
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        assert_eq!(store.observed_stream_time(), -1);
     }
 }

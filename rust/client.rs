@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use crate::backend::{Backend, Visit, VisitIndexed, Write, WriteSet};
-use crate::changelog::ChangelogRecord;
+use crate::changelog::Log;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, segment_of, storage_key};
@@ -445,7 +445,7 @@ pub(crate) struct Txn<'s> {
     pub(crate) state: &'s mut State,
     overlay: Overlay,
     /// Accepted writes, in order, when the store records a changelog.
-    pub(crate) log: Option<Vec<ChangelogRecord>>,
+    pub(crate) log: Option<Log>,
     /// `state.latest_keys` when the transaction began.
     latest_keys_before: Option<u64>,
 }
@@ -529,7 +529,7 @@ impl<'s> Txn<'s> {
     }
 
     /// The transaction's writes and the accepted writes it logged.
-    pub(crate) fn finish(mut self) -> (Overlay, Option<Vec<ChangelogRecord>>) {
+    pub(crate) fn finish(mut self) -> (Overlay, Option<Log>) {
         if self.state.latest_keys != self.latest_keys_before {
             self.overlay.latest_keys = self.state.latest_keys;
         }

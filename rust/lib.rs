@@ -9,12 +9,11 @@
 //! The core knows no Python: the pyo3 glue lives in `python/` behind the `python` feature.
 
 mod backend;
-pub mod changelog;
+mod changelog;
 mod client;
 mod config;
 mod error;
 mod format;
-pub mod history;
 mod latest;
 mod put;
 mod read;
@@ -28,8 +27,10 @@ mod store;
 mod python;
 
 pub use backend::rocks::RocksOptions;
+pub use changelog::{read_changelog_header, verify_changelog};
 pub use config::{StoreConfig, default_segment_interval_ms};
 pub use error::{Error, Result};
+pub use format::changelog::{AttemptId, ChangelogHeader, HEADER_LEN as CHANGELOG_HEADER_LEN};
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
 pub use read::{AsOf, RecordColumns, ResultOrder};
 pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};

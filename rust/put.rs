@@ -13,10 +13,9 @@
 //! covers `ts`; (3) otherwise write the version just before the oldest newer version found. The
 //! return value is the stored version's valid-to, `None` when it became the newest version.
 //!
-//! Deviation from Kafka (bug Q1): a tombstone that replaces the latest value at the same
-//! timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
+//! Deviation from Kafka (docs/semantics.md §Q1): a tombstone that replaces the latest value at
+//! the same timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
-use crate::changelog::ChangelogRecord;
 use crate::client::{Txn, read_map};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, storage_key};
@@ -39,11 +38,7 @@ impl Txn<'_> {
         self.advance_stream_time(timestamp);
         let valid_to = self.place(key, value, timestamp)?;
         if let Some(log) = &mut self.log {
-            log.push(ChangelogRecord {
-                key: key.to_vec(),
-                value: value.map(<[u8]>::to_vec),
-                timestamp,
-            });
+            log.push(key, value, timestamp);
         }
         Ok(PutOutcome::Stored { valid_to })
     }
@@ -123,7 +118,7 @@ impl Txn<'_> {
             if ts == latest_ts {
                 self.set_latest(latest_key, ts, value, true);
                 if value.is_none() {
-                    // Q1: record the tombstone instead of just deleting the latest value.
+                    // §Q1: record the tombstone instead of just deleting the latest value.
                     self.end_with_tombstone(key, ts)?;
                 }
                 return Ok(None);

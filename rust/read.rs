@@ -14,9 +14,9 @@
 //! one per live segment. Batch reads do the same for every key at once: one sorted `MultiGet`
 //! of the latest-value entries, then one per round of row lookups.
 //!
-//! `versions()` walks *every* live segment (Kafka bug Q2: a version valid at `to` may be stored
-//! in a later segment, since rows are placed by valid-to), stopping at the first row that ends at
-//! or before `from`.
+//! `versions()` walks *every* live segment (docs/semantics.md §Q2: a version valid at `to` may be
+//! stored in a later segment, since rows are placed by valid-to), stopping at the first row that
+//! ends at or before `from`.
 
 use crate::client::{ReadClient, Reader, State, read_map, sort_prefix};
 use crate::error::Result;
@@ -33,6 +33,17 @@ pub enum ResultOrder {
     Descending,
     /// Oldest first.
     Ascending,
+}
+
+/// `true` is [`ResultOrder::Ascending`] (Python's `ascending=True`).
+impl From<bool> for ResultOrder {
+    fn from(ascending: bool) -> Self {
+        if ascending {
+            Self::Ascending
+        } else {
+            Self::Descending
+        }
+    }
 }
 
 /// The times a batch read answers for.

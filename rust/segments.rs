@@ -2,10 +2,10 @@
 //!
 //! Segment `k` holds the versions whose valid-to lies in `[k·I, (k+1)·I)`. The set is kept in
 //! memory so that reads and writes visit only segments that exist; it is rediscovered from the
-//! storage keys on open (Kafka forgets it on restart, bug Q4). Once observed stream time `ST`
-//! advances, every segment below `segment_id(ST − R)` is dropped whole: a version therefore stays
-//! readable through `versions()` until `ST − R` reaches the start of the segment after the one
-//! holding its valid-to.
+//! storage keys on open (Kafka forgets it on restart, docs/semantics.md §Q4). Once observed stream
+//! time `ST` advances, every segment below `segment_id(ST − R)` is dropped whole (§5): a version
+//! therefore stays readable through `versions()` until `ST − R` reaches the start of the segment
+//! after the one holding its valid-to.
 
 use std::collections::BTreeSet;
 

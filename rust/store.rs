@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
-use crate::changelog::ChangelogRecord;
+use crate::changelog::{Log, Spool};
 use crate::client::{Overlay, Reader, State, Stored, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
-use crate::format::meta;
+use crate::format::{history, meta};
 use crate::latest::LatestCache;
 use crate::read::{self, AsOf, RecordColumns, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
@@ -46,8 +46,9 @@ pub struct VersionedStore {
     buffer_limit: usize,
     state: State,
     path: Option<PathBuf>,
-    /// Accepted writes since the last `take_changes`, when recording (checkpointed stores).
-    changes: Option<Vec<ChangelogRecord>>,
+    /// Accepted writes since the last changelog was taken, when recording (see
+    /// [`crate::changelog`]).
+    pub(crate) spool: Option<Spool>,
     /// Held for the store's lifetime (never read): a second open of the directory fails fast
     /// with `Error::Locked`, in this process (flock is per open file) or another.
     lock: Option<File>,
@@ -155,20 +156,36 @@ impl VersionedStore {
                 latest_keys: None,
             },
             path: None,
-            changes: None,
+            spool: None,
             lock: None,
             scans: OpenScans::default(),
         }
     }
 
-    /// A store over a prepared in-memory keyspace (see [`crate::history`]).
-    pub(crate) fn from_memory(backend: MemoryBackend, config: StoreConfig) -> Result<Self> {
-        Self::from_backend(Box::new(backend), config, None)
+    /// An in-memory store as one byte string (`format/history.rs`): what `GroupHistory`
+    /// keeps in a host's state.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a persistent store.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let entries = self
+            .backend
+            .export()
+            .ok_or_else(|| Error::invalid("store", "only an in-memory store can be serialized"))?;
+        Ok(history::encode(&entries))
     }
 
-    /// Every stored entry, for in-memory stores.
-    pub(crate) fn export_entries(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.backend.export()
+    /// Restores an in-memory store serialized by [`VersionedStore::to_bytes`], checking that
+    /// it was made with `config`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for bad framing or checksum; [`Error::IncompatibleConfig`] or
+    /// [`Error::IncompatibleFormat`] as for opening a store.
+    pub fn from_bytes(bytes: &[u8], config: StoreConfig) -> Result<Self> {
+        let entries = history::decode(bytes)?;
+        let backend =
+            MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
+        Self::from_backend(Box::new(backend), config, None)
     }
 
     fn from_backend(
@@ -235,7 +252,7 @@ impl VersionedStore {
             buffer_limit: 0,
             state,
             path,
-            changes: None,
+            spool: None,
             lock: None,
             scans: OpenScans::default(),
         })
@@ -419,40 +436,6 @@ impl VersionedStore {
         self.write_buffer()
     }
 
-    /// Starts or stops recording accepted writes for [`VersionedStore::take_changes`].
-    pub fn set_record_changes(&mut self, record: bool) {
-        self.changes = record.then(|| self.changes.take().unwrap_or_default());
-    }
-
-    /// The accepted writes since the last call (empty when not recording), in order.
-    pub fn take_changes(&mut self) -> Vec<ChangelogRecord> {
-        self.changes
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
-    }
-
-    /// Replays logged writes with the normal put algorithm, `chunk` records per atomic write
-    /// (a restore write buffer: rows touched repeatedly within a chunk are read and written
-    /// once). The result equals applying them one by one. Replayed writes are not re-recorded.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a record with a negative timestamp; storage errors.
-    pub fn apply_changelog(&mut self, records: &[ChangelogRecord], chunk: usize) -> Result<()> {
-        for (index, record) in records.iter().enumerate() {
-            check_write(record.value.as_deref(), record.timestamp, Some(index))?;
-        }
-        let recording = self.changes.take();
-        let result = records.chunks(chunk.max(1)).try_for_each(|part| {
-            self.transaction(|txn| {
-                part.iter()
-                    .try_for_each(|r| txn.put(&r.key, r.value.as_deref(), r.timestamp).map(drop))
-            })
-        });
-        self.changes = recording;
-        result
-    }
-
     /// Writes a consistent copy of a persistent store into the new directory `dir`.
     ///
     /// # Errors
@@ -465,7 +448,10 @@ impl VersionedStore {
     /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
     /// On any error nothing is written and the in-memory state (stream time, live segments)
     /// is as before.
-    fn transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn transaction<T>(
+        &mut self,
+        work: impl FnOnce(&mut Txn<'_>) -> Result<T>,
+    ) -> Result<T> {
         let before = self.state.clone();
         let result = self.run_transaction(work);
         if result.is_err() {
@@ -483,7 +469,7 @@ impl VersionedStore {
             buffer: self.buffer.as_ref(),
         };
         let mut txn = Txn::begin(reader, &mut self.state);
-        txn.log = self.changes.is_some().then(Vec::new);
+        txn.log = self.spool.is_some().then(Log::default);
         let value = work(&mut txn)?;
         let (writes, log) = txn.finish();
         match &mut self.buffer {
@@ -507,9 +493,7 @@ impl VersionedStore {
                 )?;
             }
         }
-        if let (Some(changes), Some(log)) = (&mut self.changes, log) {
-            changes.extend(log);
-        }
+        self.record(log.as_ref());
         Ok(value)
     }
 }
@@ -561,7 +545,7 @@ fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
     })
 }
 
-fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {
+pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {
     let (ts_name, value_name) = match row {
         Some(_) => ("timestamps", "values"),
         None => ("timestamp", "value"),

@@ -245,6 +245,49 @@ BAD_CALLS = [
         id="put-batch-numpy-ts-negative",
         marks=needs_numpy,
     ),
+    # times must be integers: a float is never truncated (issue 10), in a list or an array
+    pytest.param(
+        lambda s: s.put_batch([b"new1", b"new2"], [b"x", b"y"], [I + 40, 1.5]),
+        TypeError,
+        r"timestamps\[1\] must be int, got float",
+        id="put-batch-ts-float-item",
+    ),
+    pytest.param(
+        lambda s: s.put_batch([b"new1"], [b"x"], (True,)),
+        TypeError,
+        r"timestamps\[0\] must be int, got bool",
+        id="put-batch-ts-bool-item",
+    ),
+    pytest.param(
+        lambda s: s.put_batch([b"new1"], [b"x"], pa.array([1.0])),
+        TypeError,
+        "timestamps must be integers, got Arrow type Float64",
+        id="put-batch-arrow-ts-float",
+    ),
+    pytest.param(
+        lambda s: s.put_batch([b"new1"], [b"x"], [2**63]),
+        ValueError,
+        r"timestamps\[0\] must fit in 64 bits",
+        id="put-batch-ts-beyond-int64-item",
+    ),
+    pytest.param(
+        lambda s: s.put_batch([b"new1"], [b"x"], pa.array([2**63], pa.uint64())),
+        ValueError,
+        r"timestamps\[0\] must fit in 64 bits",
+        id="put-batch-arrow-ts-beyond-int64",
+    ),
+    pytest.param(
+        lambda s: s.delete_batch([b"k"], [I + 40.0]),
+        TypeError,
+        r"timestamps\[0\] must be int, got float",
+        id="delete-batch-ts-float-item",
+    ),
+    pytest.param(
+        lambda s: s.get_batch([b"k", b"j"], [1, 2.5]),
+        TypeError,
+        r"as_of\[1\] must be int, got float",
+        id="get-batch-as-of-float-item",
+    ),
     pytest.param(
         lambda s: s.put_batch(None, [b"x"], [I + 40]), TypeError, "keys", id="put-batch-keys-none"
     ),

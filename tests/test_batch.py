@@ -3,9 +3,9 @@
 docs/semantics.md §2.7: row i of a batch call always equals the single-record call applied in
 order. Two stores of the same kind get the same operations, one through ``put_batch`` /
 ``get_batch`` / ``delete_batch`` and one through ``put`` / ``get`` / ``delete`` loops; inputs
-come as Python lists, pyarrow ``binary`` / ``large_binary`` / ``int64`` arrays (also sliced, so
-with a non-zero offset) and numpy ``int64`` arrays. The reference model breaks ties when the
-two disagree.
+come as Python lists, pyarrow ``binary`` / ``large_binary`` / integer arrays (``int64`` also
+sliced, so with a non-zero offset) and numpy ``int64`` / ``int32`` arrays. The reference model
+breaks ties when the two disagree.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ times_st = st.integers(0, 60)
 configs_st = st.tuples(st.sampled_from([0, 5, 20]), st.sampled_from([1, 3, 10]))
 
 BYTES_FORMATS = ["list", "binary", "large_binary", "binary_sliced", "large_binary_sliced"]
-INT_FORMATS = ["list", "numpy", "int64", "int64_sliced"]
+# Narrower integer types are widened (numpy and Arrow alike): times here are small.
+INT_FORMATS = ["list", "numpy", "numpy_int32", "int64", "int64_sliced", "int32", "uint16"]
 
 BATCH_SETTINGS = settings(
     max_examples=50,
@@ -60,8 +61,12 @@ def as_int_input(items: list[int], fmt: str) -> Any:
         return list(items)
     if fmt == "numpy":
         return np.array(items, dtype=np.int64)
+    if fmt == "numpy_int32":
+        return np.array(items, dtype=np.int32)
     if fmt == "int64_sliced":
         return pa.array([123_456, *items], pa.int64()).slice(1)
+    if fmt in ("int32", "uint16"):
+        return pa.array(items, getattr(pa, fmt)())
     return pa.array(items, pa.int64())
 
 

@@ -1,9 +1,9 @@
 """The compiled core of verstore: the API reference.
 
 Times are ``int`` milliseconds. Keys and values are ``bytes``; a value of ``None`` is a
-tombstone. Semantics follow Kafka Streams' versioned key-value stores (see docs/SEMANTICS.md of
-the project): a version's validity is ``[timestamp, valid_to)``; the history retention is also
-the grace period for writes.
+tombstone. Semantics follow Kafka Streams' versioned key-value stores, as specified in
+docs/semantics.md: a version's validity is ``[timestamp, valid_to)``; the history retention is
+also the grace period for writes.
 """
 
 import os
@@ -58,8 +58,12 @@ _ArrowBinaryLike: TypeAlias = Any
 ``bytes`` (``None`` allowed where a null is meaningful)."""
 
 _ArrowInt64Like: TypeAlias = Any
-"""Anything with ``__arrow_c_array__``/``__arrow_c_stream__`` of int64 type, a numpy int64
-array, or a sequence of ``int``."""
+"""Times of a batch: anything with ``__arrow_c_array__``/``__arrow_c_stream__`` of an integer
+type, a numpy integer array, or a list or tuple of ``int``. Narrower and unsigned integer types
+are widened to int64 (an Arrow ``int32`` array and a numpy ``int32`` array are both accepted; a
+``uint64`` value beyond ``2**63 - 1`` is a ``ValueError``); floats are refused, as arrays
+(``TypeError`` naming the argument) and as list items (``TypeError`` naming the row, e.g.
+``timestamps[2]``), as are bools; list items follow the rules of a single call's time."""
 
 @final
 class VersionedStore:
@@ -96,7 +100,8 @@ class VersionedStore:
                 outgrows a quarter of a memtable, on :meth:`flush`, :meth:`create_checkpoint`
                 and :meth:`close`; without a WAL, nothing written since the last flush survives
                 a crash either way.
-            record_changes: Record accepted writes for :meth:`take_changelog`.
+            record_changes: Record accepted writes for :meth:`take_changelog`, spooled to a
+                file in the store directory (not held in memory).
             memory_limit_mb: About how much memory this store keeps for itself: a quarter for
                 each of RocksDB's two memtables, half for its cache of latest values (the
                 process-wide block cache is apart). ``None``: 64 MiB memtables and a 32 MiB
@@ -206,13 +211,14 @@ class VersionedStore:
         Args:
             keys: Binary keys, no nulls.
             values: Binary values; a null is a tombstone.
-            timestamps: Non-negative int64 timestamps.
+            timestamps: Non-negative integer timestamps (see ``_ArrowInt64Like``).
 
         Returns:
             Element ``i`` is ``put()``'s result for row ``i``.
 
         Raises:
-            TypeError: Wrong Arrow types or a null key.
+            TypeError: Wrong Arrow types, a null key, or a time that is not an integer (a
+                float or bool, naming the row when given as a list).
             ValueError: Lengths differ; a negative, null or beyond-64-bit timestamp; a list of
                 keys or values totalling more than 2 GiB (pass a ``large_binary`` array).
                 Nothing is written.
@@ -234,7 +240,8 @@ class VersionedStore:
             where ``get()`` returns None; ``valid_to`` null for newest versions.
 
         Raises:
-            TypeError: Wrong Arrow types, a null key, or a bool ``as_of``.
+            TypeError: Wrong Arrow types, a null key, or an ``as_of`` that is not an integer
+                (a float or bool).
             ValueError: ``as_of`` and ``keys`` lengths differ; a time beyond 64 bits; the found
                 values total more than 2 GiB (read fewer keys per call).
             StoreClosedError: The store is closed.
@@ -244,13 +251,13 @@ class VersionedStore:
 
         Args:
             keys: Binary keys, no nulls.
-            timestamps: Non-negative int64 timestamps.
+            timestamps: Non-negative integer timestamps (see ``_ArrowInt64Like``).
 
         Returns:
             The deleted records, with the columns of :meth:`get_batch`.
 
         Raises:
-            TypeError: Wrong Arrow types or a null key.
+            TypeError: Wrong Arrow types, a null key, or a time that is not an integer.
             ValueError: Lengths differ, or a negative or null timestamp (nothing is written).
             StoreClosedError: The store is closed.
         """
@@ -353,33 +360,56 @@ class VersionedStore:
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-    def take_changelog(self, version: int, attempt_id: bytes, parent_attempt_id: bytes) -> bytes:
-        """Encodes the accepted writes since the last call as a changelog file.
+    def take_changelog(
+        self,
+        path: str | os.PathLike[str],
+        version: int,
+        attempt_id: bytes,
+        parent_attempt_id: bytes,
+    ) -> ChangelogHeader:
+        """Writes the accepted writes since the last take as the new changelog file ``path``.
+
+        The writes were spooled as they were accepted; the file is the spool with its header
+        (the spool file itself moves to ``path`` when it is on the same filesystem), so taking
+        holds no write in memory. Recording starts over.
 
         Args:
+            path: The changelog file to create (it must not exist).
             version: The version the changelog produces.
             attempt_id: 16 bytes identifying the writing attempt.
             parent_attempt_id: 16 bytes: the attempt that wrote ``version - 1``.
 
         Returns:
-            The file bytes (see docs/checkpoint.md); empty of records unless the store was
-            opened with ``record_changes=True``.
+            The file's header; no records unless the store was opened with
+            ``record_changes=True``. The layout is in docs/format.md.
+
+        Raises:
+            ValueError: An attempt id is not 16 bytes.
+            StorageError: ``path`` exists or cannot be written, or the spool failed to take a
+                write (the store then never yields a changelog again: reopen it).
         """
     def apply_changelog(
-        self, data: bytes, *, name: str = "changelog", chunk_records: int = 65536
-    ) -> int:
-        """Verifies and replays a changelog file; the result equals applying its writes in order.
+        self, path: str | os.PathLike[str], *, name: str = "changelog", chunk_records: int = 65536
+    ) -> ChangelogHeader:
+        """Replays a changelog file; the result equals applying its writes in order.
+
+        The file is read in chunks of at most ``chunk_records`` records (and about 8 MiB), each
+        applied as one atomic write, so memory holds a chunk, never the file. Replayed writes are
+        not recorded again.
 
         Args:
-            data: The file bytes.
+            path: The local changelog file.
             name: The file's name, for error messages.
             chunk_records: Records per atomic write.
 
         Returns:
-            The number of records replayed.
+            The file's header.
 
         Raises:
-            CorruptionError: The file is truncated or damaged (nothing of it is applied).
+            CorruptionError: The file is truncated or damaged. The checksum of the records is
+                checked at the end of the file: the chunks before the damage are applied.
+            ValueError: A record with a negative timestamp (the chunks before it are applied).
+            StorageError: The file cannot be read.
         """
     def create_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Writes a consistent copy (a RocksDB checkpoint) into the new directory ``path``."""
@@ -563,14 +593,37 @@ def decode_rows(rows: Any, schema: pa.Schema) -> pa.RecordBatch:
         ValueError: A null row and a column of ``schema`` that is not nullable.
     """
 
-def read_changelog_header(data: bytes, name: str = "changelog") -> tuple[int, bytes, bytes, int]:
-    """Verifies a changelog header: ``(version, attempt_id, parent_attempt_id, record_count)``.
+CHANGELOG_HEADER_LEN: Final[int]
+"""Length of a changelog file's header (64): :func:`read_changelog_header` needs that much."""
+
+@final
+class ChangelogHeader:
+    """The header of a changelog file (layout in docs/format.md); equal by all fields."""
+
+    @property
+    def version(self) -> int:
+        """The version the changelog produces."""
+    @property
+    def attempt(self) -> bytes:
+        """The 16-byte id of the attempt that wrote it."""
+    @property
+    def parent_attempt(self) -> bytes:
+        """The 16-byte id of the attempt that wrote the version before."""
+    @property
+    def record_count(self) -> int:
+        """The number of records."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def read_changelog_header(data: bytes, name: str = "changelog") -> ChangelogHeader:
+    """Verifies a changelog header (the first :data:`CHANGELOG_HEADER_LEN` bytes of ``data``).
 
     Raises:
         CorruptionError: Naming ``name``.
     """
 
-def verify_changelog(data: bytes, name: str = "changelog") -> tuple[int, bytes, bytes, int]:
+def verify_changelog(data: bytes, name: str = "changelog") -> ChangelogHeader:
     """Verifies a whole changelog file (both checksums, record framing); returns its header.
 
     Raises:
@@ -599,9 +652,11 @@ class StorageError(VerstoreError):
     """RocksDB or the filesystem failed."""
 
 __all__ = [
+    "CHANGELOG_HEADER_LEN",
     "NOT_PUT",
     "TUPLE_ENCODING",
     "VALID_TO_UNDEFINED",
+    "ChangelogHeader",
     "CorruptionError",
     "GroupHistory",
     "IncompatibleConfigError",

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import uuid
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,15 +102,27 @@ class Location:
 
     def write_new(self, path: str, data: bytes) -> None:
         """Writes ``data`` so that ``path`` appears complete or not at all (see the module)."""
+        self._write_new(path, lambda out: out.write(data))
+
+    def write_new_from(self, path: str, local_path: str) -> None:
+        """:meth:`write_new` of a local file's contents, streamed (never whole in memory)."""
+
+        def copy(out: Any) -> None:
+            with open(local_path, "rb") as source:
+                shutil.copyfileobj(source, out, 1 << 20)
+
+        self._write_new(path, copy)
+
+    def _write_new(self, path: str, write: Callable[[Any], object]) -> None:
         parent = posixpath.dirname(path)
         self.filesystem.create_dir(parent, recursive=True)
         if self.atomic_put:
             with self.filesystem.open_output_stream(path) as out:
-                out.write(data)
+                write(out)
             return
         tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
         with self.filesystem.open_output_stream(tmp) as out:
-            out.write(data)
+            write(out)
         local = isinstance(self.filesystem, pafs.LocalFileSystem)
         if local:
             with open(tmp, "rb+") as handle:

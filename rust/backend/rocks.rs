@@ -173,9 +173,10 @@ impl RocksBackend {
         })
     }
 
-    /// Deletes segments `[from, to)`. A range tombstone stays in the memtable (and costs every
-    /// read there) until flushed and compacted away, so small segments — the common case with
-    /// short intervals — are deleted key by key; larger ones with one range deletion.
+    /// Deletes segments `[from, to)`: key by key when they hold fewer than
+    /// `POINT_DELETE_LIMIT` keys (the common case with short intervals), else with one range
+    /// deletion. A range tombstone stays in the memtable, costing every read there, until it is
+    /// flushed and compacted away.
     fn drop_segments(&self, batch: &mut WriteBatch, from: i64, to: i64) -> Result<()> {
         const POINT_DELETE_LIMIT: usize = 256;
         let (start, end) = (segment_prefix(from), segment_prefix(to));

@@ -53,10 +53,3 @@ pub(crate) fn optional_time(
         _ => Ok(None),
     }
 }
-
-/// An attempt id: exactly 16 bytes.
-pub(crate) fn attempt_bytes(id: &[u8], argument: &str) -> PyResult<[u8; 16]> {
-    id.try_into().map_err(|_| {
-        PyValueError::new_err(format!("{argument} must be 16 bytes, got {}", id.len()))
-    })
-}

@@ -1,14 +1,14 @@
 //! Arrow in and out of the batch calls.
 //!
 //! Inputs that speak the Arrow PyCapsule interface (`__arrow_c_array__`, or `__arrow_c_stream__`
-//! for chunked data) are imported zero-copy through pyo3-arrow; anything else (lists, tuples,
-//! numpy arrays) goes through `pyarrow.array(obj, type=...)`, which converts in C++. Outputs are
-//! built as Arrow arrays in Rust and handed to pyarrow without copying.
+//! for chunked data) are imported zero-copy through pyo3-arrow; lists and tuples are converted
+//! item by item with the single calls' rules; anything else (numpy arrays, ...) goes through
+//! `pyarrow.array(obj)`, which converts in C++. Outputs are built as Arrow arrays in Rust and
+//! handed to pyarrow without copying. Time columns are in `times.rs`.
 
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, BinaryArray, Int64Array, RecordBatch};
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
@@ -84,39 +84,19 @@ pub(crate) fn key_column(keys: &Bound<'_, PyAny>) -> PyResult<BinaryColumn> {
     Ok(keys)
 }
 
-/// The `as_of` argument of a batch read: none, one time, or a time per key.
-pub(crate) enum Times {
-    Latest,
-    At(i64),
-    PerRow(Int64Array),
-}
+/// Python items of a list or tuple, converted by a column's own rules.
+pub(crate) type FromItems<'py> =
+    fn(&mut dyn Iterator<Item = Bound<'py, PyAny>>, &str) -> PyResult<ArrayRef>;
 
-impl Times {
-    pub(crate) fn from_py(as_of: Option<&Bound<'_, PyAny>>, keys: usize) -> PyResult<Self> {
-        Ok(match as_of {
-            Some(obj) if obj.is_instance_of::<pyo3::types::PyInt>() => {
-                Self::At(super::args::time(obj, "as_of")?)
-            }
-            Some(obj) if !obj.is_none() => {
-                let times = timestamp_column(obj, "as_of")?;
-                check_same_length("as_of", times.len(), keys)?;
-                Self::PerRow(times)
-            }
-            _ => Self::Latest,
-        })
-    }
-
-    pub(crate) fn as_of(&self) -> crate::AsOf<'_> {
-        match self {
-            Self::Latest => crate::AsOf::Latest,
-            Self::At(t) => crate::AsOf::At(*t),
-            Self::PerRow(times) => crate::AsOf::PerRow(times.values()),
-        }
-    }
-}
-
-/// Imports any Arrow-capable object, or converts with `pyarrow.array(obj, type=pa_type)`.
-fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<ArrayRef> {
+/// Imports any Arrow-capable object; converts a list or tuple with `from_items`, and anything
+/// else (numpy arrays, ranges, ...) with `pyarrow.array(obj)`, which infers the type (`expected`
+/// names the type the caller wants, for messages).
+pub(crate) fn import<'py>(
+    obj: &Bound<'py, PyAny>,
+    argument: &str,
+    expected: &str,
+    from_items: FromItems<'py>,
+) -> PyResult<ArrayRef> {
     let py = obj.py();
     if obj.hasattr(intern!(py, "__arrow_c_array__"))? {
         return Ok(obj.extract::<PyArray>()?.into_inner().0);
@@ -130,24 +110,18 @@ fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<Arr
                 .map_err(|e| PyValueError::new_err(format!("{argument}: {e}"))),
         };
     }
-    if pa_type == "binary" {
-        if let Ok(seq) = obj.cast::<pyo3::types::PyList>() {
-            return binary_from_items(seq.iter(), argument);
-        }
-        if let Ok(seq) = obj.cast::<pyo3::types::PyTuple>() {
-            return binary_from_items(seq.iter(), argument);
-        }
+    if let Ok(seq) = obj.cast::<pyo3::types::PyList>() {
+        return from_items(&mut seq.iter(), argument);
     }
-    let pyarrow = py.import(intern!(py, "pyarrow"))?;
-    let kwargs = pyo3::types::PyDict::new(py);
-    // Binary columns are inferred, not coerced: pyarrow would silently UTF-8-encode `str`
-    // items, and a key must be bytes. An all-None or empty sequence infers as null.
-    if pa_type != "binary" {
-        kwargs.set_item("type", pyarrow.getattr(pa_type)?.call0()?)?;
+    if let Ok(seq) = obj.cast::<pyo3::types::PyTuple>() {
+        return from_items(&mut seq.iter(), argument);
     }
-    let converted = pyarrow
+    // Types are inferred, not coerced: pyarrow would silently UTF-8-encode `str` items where
+    // bytes are due, and truncate floats where integers are. An empty sequence infers as null.
+    let converted = py
+        .import(intern!(py, "pyarrow"))?
         .getattr(intern!(py, "array"))?
-        .call((obj,), Some(&kwargs))
+        .call1((obj,))
         .map_err(|e| {
             if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
                 PyValueError::new_err(format!(
@@ -155,20 +129,16 @@ fn import(obj: &Bound<'_, PyAny>, argument: &str, pa_type: &str) -> PyResult<Arr
                 ))
             } else {
                 PyTypeError::new_err(format!(
-                    "{argument} must be a sequence or Arrow array of {pa_type}: {e}"
+                    "{argument} must be a sequence or Arrow array of {expected}: {e}"
                 ))
             }
         })?;
-    let array = converted.extract::<PyArray>()?.into_inner().0;
-    if array.data_type() == &DataType::Null {
-        return Ok(arrow_array::new_null_array(&DataType::Binary, array.len()));
-    }
-    Ok(array)
+    Ok(converted.extract::<PyArray>()?.into_inner().0)
 }
 
 /// A binary array from Python items, each `bytes`/`bytearray` or `None` (null).
-fn binary_from_items<'py>(
-    items: impl Iterator<Item = Bound<'py, PyAny>>,
+fn binary_from_items(
+    items: &mut dyn Iterator<Item = Bound<'_, PyAny>>,
     argument: &str,
 ) -> PyResult<ArrayRef> {
     let mut rows: Vec<Option<pyo3::pybacked::PyBackedBytes>> = Vec::new();
@@ -201,32 +171,18 @@ fn binary_from_items<'py>(
 
 /// Keys or values: binary, large binary or binary view.
 pub(crate) fn binary_column(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<BinaryColumn> {
-    let array = import(obj, argument, "binary")?;
+    let array = import(obj, argument, "binary", binary_from_items)?;
     match array.data_type() {
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
             Ok(BinaryColumn { array })
         }
+        DataType::Null => Ok(BinaryColumn {
+            array: arrow_array::new_null_array(&DataType::Binary, array.len()),
+        }),
         other => Err(PyTypeError::new_err(format!(
             "{argument} must be binary (bytes), got Arrow type {other}"
         ))),
     }
-}
-
-/// Timestamps: int64 without nulls.
-pub(crate) fn timestamp_column(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<Int64Array> {
-    let array = import(obj, argument, "int64")?;
-    let Some(ints) = array.as_primitive_opt::<Int64Type>() else {
-        return Err(PyTypeError::new_err(format!(
-            "{argument} must be int64, got Arrow type {}",
-            array.data_type()
-        )));
-    };
-    if let Some(i) = (0..ints.len()).find(|&i| ints.is_null(i)) {
-        return Err(PyValueError::new_err(format!(
-            "{argument}[{i}] must not be null"
-        )));
-    }
-    Ok(ints.clone())
 }
 
 pub(crate) fn check_same_length(argument: &str, len: usize, keys_len: usize) -> PyResult<()> {

@@ -1,12 +1,12 @@
-//! The pyo3 glue: argument conversion, GIL release and error mapping around the core API. No
-//! store logic lives here.
+//! The pyo3 glue: argument conversion, GIL release and error mapping around the core API. Every
+//! decision about what a call does is the core's (and reachable by a Rust test); what is left here
+//! is how Python values become arguments and results.
 #![expect(
     clippy::needless_pass_by_value,
     reason = "pyo3 hands extracted arguments over by value"
 )]
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 /// The extension's allocations (rows, keys and values staged per write) go to mimalloc: glibc's
 /// malloc spent a fifth of a batch write in its own bookkeeping. Python's and RocksDB's own
@@ -16,6 +16,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
 mod arrow;
+mod changelog;
 mod columns;
 mod errors;
 mod handle;
@@ -23,6 +24,7 @@ mod history;
 mod record;
 mod scan;
 mod store;
+mod times;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -38,8 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_interval_ms, m)?)?;
-    m.add_function(wrap_pyfunction!(read_changelog_header, m)?)?;
-    m.add_function(wrap_pyfunction!(verify_changelog, m)?)?;
+    changelog::register(m)?;
     errors::register(m)
 }
 
@@ -49,37 +50,4 @@ fn default_segment_interval_ms(history_retention_ms: i64) -> PyResult<i64> {
     crate::StoreConfig::new(history_retention_ms, None)
         .map(|c| c.segment_interval_ms())
         .map_err(errors::to_py)
-}
-
-/// Verifies a changelog file's header: `(version, attempt_id, parent_attempt_id, record_count)`.
-#[pyfunction]
-#[pyo3(signature = (data, name = "changelog"))]
-fn read_changelog_header<'py>(py: Python<'py>, data: &[u8], name: &str) -> PyResult<Header<'py>> {
-    let h = crate::changelog::decode_header(data, name).map_err(errors::to_py)?;
-    Ok(header_tuple(py, &h))
-}
-
-type Header<'py> = (i64, Bound<'py, PyBytes>, Bound<'py, PyBytes>, u64);
-
-fn header_tuple<'py>(py: Python<'py>, h: &crate::changelog::ChangelogHeader) -> Header<'py> {
-    (
-        h.version,
-        PyBytes::new(py, &h.attempt),
-        PyBytes::new(py, &h.parent_attempt),
-        h.record_count,
-    )
-}
-
-/// Verifies a whole changelog file (checksums, record framing); returns its header fields.
-#[pyfunction]
-#[pyo3(signature = (data, name = "changelog"))]
-fn verify_changelog<'py>(
-    py: Python<'py>,
-    data: pyo3::pybacked::PyBackedBytes,
-    name: &str,
-) -> PyResult<Header<'py>> {
-    let h = py
-        .detach(|| crate::changelog::decode(&data, name).map(|(h, _)| h))
-        .map_err(errors::to_py)?;
-    Ok(header_tuple(py, &h))
 }

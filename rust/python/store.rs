@@ -3,22 +3,30 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::PyList;
 
-use super::args::{attempt_bytes, key_bytes, optional_time, time, value_bytes};
-use super::arrow::{self, Times};
+use super::args::{key_bytes, optional_time, time, value_bytes};
+use super::arrow;
+use super::changelog::PyChangelogHeader;
 use super::errors::to_py;
 use super::handle::Handle;
 use super::record::PyVersionedRecord;
 use super::scan::{self, PyScan, PyStoreStats};
-use crate::changelog::{self, ChangelogHeader};
+use super::times::{Times, keys_and_times};
 use crate::{RecordColumns, ResultOrder, RocksOptions, StoreConfig, VersionedStore};
 
 /// A versioned key-value store.
 #[pyclass(name = "VersionedStore", module = "verstore._core", frozen)]
 pub(crate) struct PyVersionedStore {
-    inner: Handle<VersionedStore>,
+    pub(crate) inner: Handle<VersionedStore>,
+}
+
+impl From<VersionedStore> for PyVersionedStore {
+    fn from(store: VersionedStore) -> Self {
+        Self {
+            inner: Handle::new(store),
+        }
+    }
 }
 
 #[pymethods]
@@ -40,25 +48,25 @@ impl PyVersionedStore {
             Some(mb) => options.with_memory_limit(mb.saturating_mul(1 << 20)),
             None => options,
         };
-        let mut store = py
-            .detach(|| VersionedStore::open_with(&path, config, options))
-            .map_err(to_py)?;
-        store.set_record_changes(record_changes);
-        Ok(Self {
-            inner: Handle::new(store),
+        py.detach(|| {
+            let mut store = VersionedStore::open_with(&path, config, options)?;
+            store.set_record_changes(record_changes)?;
+            Ok(store.into())
         })
+        .map_err(to_py)
     }
 
     #[staticmethod]
     #[pyo3(signature = (*, history_retention_ms, segment_interval_ms = None))]
-    fn in_memory(history_retention_ms: i64, segment_interval_ms: Option<i64>) -> PyResult<Self> {
+    pub(crate) fn in_memory(
+        history_retention_ms: i64,
+        segment_interval_ms: Option<i64>,
+    ) -> PyResult<Self> {
         let config = StoreConfig::new(history_retention_ms, segment_interval_ms).map_err(to_py)?;
-        Ok(Self {
-            inner: Handle::new(VersionedStore::in_memory(config)),
-        })
+        Ok(VersionedStore::in_memory(config).into())
     }
 
-    fn put(
+    pub(crate) fn put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -73,7 +81,7 @@ impl PyVersionedStore {
     }
 
     #[pyo3(signature = (key, as_of = None))]
-    fn get(
+    pub(crate) fn get(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -87,7 +95,7 @@ impl PyVersionedStore {
         Ok(PyVersionedRecord::from_option(py, found))
     }
 
-    fn delete(
+    pub(crate) fn delete(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -101,7 +109,7 @@ impl PyVersionedStore {
     }
 
     #[pyo3(signature = (key, from_time = None, to_time = None, ascending = false))]
-    fn versions<'py>(
+    pub(crate) fn versions<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
@@ -112,14 +120,9 @@ impl PyVersionedStore {
         let key = key_bytes(key)?;
         let from_time = optional_time(from_time, "from_time")?;
         let to_time = optional_time(to_time, "to_time")?;
-        let order = if ascending {
-            ResultOrder::Ascending
-        } else {
-            ResultOrder::Descending
-        };
-        let found = self
-            .inner
-            .with(py, |s| s.versions(&key, from_time, to_time, order))?;
+        let found = self.inner.with(py, |s| {
+            s.versions(&key, from_time, to_time, ascending.into())
+        })?;
         PyList::new(
             py,
             found.iter().map(|r| PyVersionedRecord::from_core(py, r)),
@@ -133,11 +136,9 @@ impl PyVersionedStore {
         values: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = arrow::key_column(keys)?;
+        let (keys, timestamps) = keys_and_times(keys, timestamps)?;
         let values = arrow::binary_column(values, "values")?;
-        let timestamps = arrow::timestamp_column(timestamps, "timestamps")?;
         arrow::check_same_length("values", values.len(), keys.len())?;
-        arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
         let codes = self.inner.detached(py, |s| {
             let keys = keys.slices();
             let rows = keys
@@ -173,9 +174,7 @@ impl PyVersionedStore {
         keys: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let keys = arrow::key_column(keys)?;
-        let timestamps = arrow::timestamp_column(timestamps, "timestamps")?;
-        arrow::check_same_length("timestamps", timestamps.len(), keys.len())?;
+        let (keys, timestamps) = keys_and_times(keys, timestamps)?;
         let found = self.inner.detached(py, |s| {
             let keys = keys.slices();
             let rows = keys
@@ -235,18 +234,18 @@ impl PyVersionedStore {
     }
 
     #[getter]
-    fn observed_stream_time(&self, py: Python<'_>) -> PyResult<i64> {
+    pub(crate) fn observed_stream_time(&self, py: Python<'_>) -> PyResult<i64> {
         self.inner.with(py, |s| Ok(s.observed_stream_time()))
     }
 
     #[getter]
-    fn history_retention_ms(&self, py: Python<'_>) -> PyResult<i64> {
+    pub(crate) fn history_retention_ms(&self, py: Python<'_>) -> PyResult<i64> {
         self.inner
             .with(py, |s| Ok(s.config().history_retention_ms()))
     }
 
     #[getter]
-    fn segment_interval_ms(&self, py: Python<'_>) -> PyResult<i64> {
+    pub(crate) fn segment_interval_ms(&self, py: Python<'_>) -> PyResult<i64> {
         self.inner
             .with(py, |s| Ok(s.config().segment_interval_ms()))
     }
@@ -261,43 +260,34 @@ impl PyVersionedStore {
         self.inner.lock(py).is_none()
     }
 
-    /// Encodes the accepted writes since the last call as changelog file bytes.
-    fn take_changelog<'py>(
+    /// Takes the accepted writes since the last take into the new changelog file `path`.
+    fn take_changelog(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
+        path: PathBuf,
         version: i64,
         attempt_id: &[u8],
         parent_attempt_id: &[u8],
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let attempt_id = attempt_bytes(attempt_id, "attempt_id")?;
-        let parent_attempt_id = attempt_bytes(parent_attempt_id, "parent_attempt_id")?;
-        let bytes = self.inner.detached(py, |s| {
-            let records = s.take_changes();
-            let header = ChangelogHeader {
-                version,
-                attempt: attempt_id,
-                parent_attempt: parent_attempt_id,
-                record_count: records.len() as u64,
-            };
-            Ok(changelog::encode(&header, &records))
-        })?;
-        Ok(PyBytes::new(py, &bytes))
+    ) -> PyResult<PyChangelogHeader> {
+        self.inner
+            .detached(py, |s| {
+                s.take_changelog_to(&path, version, attempt_id, parent_attempt_id)
+            })
+            .map(PyChangelogHeader)
     }
 
-    /// Verifies and replays changelog file bytes; returns the number of records.
-    #[pyo3(signature = (data, *, name = "changelog", chunk_records = 65_536))]
+    /// Replays the changelog file at `path` chunk by chunk.
+    #[pyo3(signature = (path, *, name = "changelog", chunk_records = 65_536))]
     fn apply_changelog(
         &self,
         py: Python<'_>,
-        data: PyBackedBytes,
+        path: PathBuf,
         name: &str,
         chunk_records: usize,
-    ) -> PyResult<u64> {
-        self.inner.detached(py, |s| {
-            let (header, records) = changelog::decode(&data, name)?;
-            s.apply_changelog(&records, chunk_records)?;
-            Ok(header.record_count)
-        })
+    ) -> PyResult<PyChangelogHeader> {
+        self.inner
+            .detached(py, |s| s.apply_changelog_file(&path, name, chunk_records))
+            .map(PyChangelogHeader)
     }
 
     /// Writes a consistent copy of the store (a RocksDB checkpoint) into the new directory `path`.

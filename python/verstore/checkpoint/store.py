@@ -22,7 +22,7 @@ from typing import Any
 
 from pyarrow.fs import FileType
 
-from verstore._core import VersionedStore, read_changelog_header
+from verstore._core import CHANGELOG_HEADER_LEN, VersionedStore, read_changelog_header
 from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.cleanup import cleanup
@@ -324,17 +324,20 @@ class PartitionStore:
             raise FencedError("a read-only partition store cannot commit")
         new = CommitRef(self.version + 1, self._attempt)
         stats = self.commit_stats = CommitStats(version=new.version)
+        # The changelog goes from the store's spool to a local file, then up in pieces: a
+        # commit never holds its writes in memory.
+        local = self._local.dir / f"{TMP_MARK}changelog-{uuid.uuid4().hex}"
         try:
             store.flush()
-            data = store.take_changelog(new.version, new.attempt, self._serving.attempt)
-            stats.records = read_changelog_header(data, "changelog")[3]
+            header = store.take_changelog(local, new.version, new.attempt, self._serving.attempt)
+            stats.records = header.record_count
             faults.step("before_changelog")
-            self._location.write_new(self._files.changelog(new, self._serving), data)
-            stats.changelog_bytes = len(data)
-            del data
+            self._location.write_new_from(self._files.changelog(new, self._serving), str(local))
+            stats.changelog_bytes = local.stat().st_size
             faults.step("after_changelog")
             self._after_commit(new, stats)
         finally:
+            local.unlink(missing_ok=True)
             self._release()
         return new.version
 
@@ -445,22 +448,30 @@ class PartitionStore:
         """Applies the changelogs of ``refs`` (oldest first), checking each against its name."""
         store = self.store
         loc = self._location
+        local = self._local.dir / f"{TMP_MARK}replay-{uuid.uuid4().hex}"
         for done, ref in enumerate(refs, 1):
             commit = self._graph.commits[ref]
             name = loc.describe(commit.path)
-            data = loc.read_bytes(commit.path)
-            version, attempt, parent_attempt, _ = read_changelog_header(data, name)
-            if (version, attempt, parent_attempt) != (
-                ref.version,
-                ref.attempt,
-                commit.parent.attempt,
-            ):
-                raise CorruptionError(
-                    f"corrupt data in {name}: its header names another commit than its file name"
-                )
-            store.apply_changelog(data, name=name, chunk_records=self._options.replay_chunk_records)
+            try:
+                # Downloaded whole, replayed in chunks: memory holds one chunk, not the file.
+                loc.download(commit.path, str(local))
+                with open(local, "rb") as head:
+                    header = read_changelog_header(head.read(CHANGELOG_HEADER_LEN), name)
+                if (header.version, header.attempt, header.parent_attempt) != (
+                    ref.version,
+                    ref.attempt,
+                    commit.parent.attempt,
+                ):
+                    raise CorruptionError(
+                        f"corrupt data in {name}: its header names another commit than its "
+                        "file name"
+                    )
+                chunk = self._options.replay_chunk_records
+                store.apply_changelog(local, name=name, chunk_records=chunk)
+                self.stats.replayed_bytes += local.stat().st_size
+            finally:
+                local.unlink(missing_ok=True)
             self.stats.replayed += 1
-            self.stats.replayed_bytes += len(data)
             if progress is not None:
                 progress("replay", done, len(refs))
 

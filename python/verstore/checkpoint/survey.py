@@ -164,8 +164,8 @@ def _verify_changelogs(
     for done, commit in enumerate(commits, 1):
         where = loc.describe(commit.path)
         try:
-            version, attempt, parent, _ = verify_changelog(loc.read_bytes(commit.path), where)
-            if (version, attempt, parent) != (
+            header = verify_changelog(loc.read_bytes(commit.path), where)
+            if (header.version, header.attempt, header.parent_attempt) != (
                 commit.ref.version,
                 commit.ref.attempt,
                 commit.parent.attempt,

@@ -10,8 +10,6 @@ from verstore.checkpoint.manifest import read_manifest
 from verstore.checkpoint.survey import find_lineages
 from verstore.location import Location
 
-_CHANGELOG_HEADER_LEN = 64
-
 
 def inspect(
     checkpoint_root: str,
@@ -43,7 +41,7 @@ def inspect(
     """
     import pyarrow as pa
 
-    from verstore._core import read_changelog_header
+    from verstore._core import CHANGELOG_HEADER_LEN, read_changelog_header
 
     loc = Location.resolve(checkpoint_root, storage_options)
     rows: list[dict[str, Any]] = []
@@ -58,8 +56,8 @@ def inspect(
             for ref, commit in sorted(listing.commits.items()):
                 if version is not None and ref.version != version:
                     continue
-                head = loc.read_head(commit.path, _CHANGELOG_HEADER_LEN)
-                _, _, _, count = read_changelog_header(head, loc.describe(commit.path))
+                head = loc.read_head(commit.path, CHANGELOG_HEADER_LEN)
+                count = read_changelog_header(head, loc.describe(commit.path)).record_count
                 rows.append(
                     {
                         "lineage": files_of_lineage.lineage,

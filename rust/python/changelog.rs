@@ -1,0 +1,84 @@
+//! Changelog files for Python: the header type and the checks of whole files.
+
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBytes;
+
+use super::errors::to_py;
+use crate::ChangelogHeader;
+
+/// A changelog file's header.
+#[pyclass(name = "ChangelogHeader", module = "verstore._core", frozen, eq, hash)]
+#[derive(PartialEq, Eq, Hash)]
+pub(crate) struct PyChangelogHeader(pub(crate) ChangelogHeader);
+
+#[pymethods]
+impl PyChangelogHeader {
+    #[getter]
+    fn version(&self) -> i64 {
+        self.0.version
+    }
+
+    #[getter]
+    fn attempt<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.0.attempt)
+    }
+
+    #[getter]
+    fn parent_attempt<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.0.parent_attempt)
+    }
+
+    #[getter]
+    fn record_count(&self) -> u64 {
+        self.0.record_count
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ChangelogHeader(version={}, attempt='{}', parent_attempt='{}', record_count={})",
+            self.0.version,
+            hex(&self.0.attempt),
+            hex(&self.0.parent_attempt),
+            self.0.record_count
+        )
+    }
+}
+
+fn hex(id: &[u8]) -> String {
+    use std::fmt::Write;
+    id.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// Verifies a changelog file's header.
+#[pyfunction]
+#[pyo3(signature = (data, name = "changelog"))]
+fn read_changelog_header(data: &[u8], name: &str) -> PyResult<PyChangelogHeader> {
+    crate::read_changelog_header(data, name)
+        .map(PyChangelogHeader)
+        .map_err(to_py)
+}
+
+/// Verifies a whole changelog file (checksums, record framing); returns its header.
+#[pyfunction]
+#[pyo3(signature = (data, name = "changelog"))]
+fn verify_changelog(
+    py: Python<'_>,
+    data: PyBackedBytes,
+    name: &str,
+) -> PyResult<PyChangelogHeader> {
+    py.detach(|| crate::verify_changelog(&data, name))
+        .map(PyChangelogHeader)
+        .map_err(to_py)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("CHANGELOG_HEADER_LEN", crate::CHANGELOG_HEADER_LEN)?;
+    m.add_class::<PyChangelogHeader>()?;
+    m.add_function(wrap_pyfunction!(read_changelog_header, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_changelog, m)?)?;
+    Ok(())
+}

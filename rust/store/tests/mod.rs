@@ -1,0 +1,28 @@
+//! The store's behaviour suite, by subject. Each case cites what it checks in
+//! `docs/semantics.md` (sections `§N`, deviations `§QN`, edge cases `§EN`).
+//!
+//! * [`kafka`]: Kafka's `RocksDBVersionedStoreTest`, as data shared with the Python suite
+//!   (`tests/data/kafka_scenarios.json`), on both backends and through changelog restore;
+//! * [`deviations`]: where verstore differs from Kafka on purpose (§6);
+//! * [`edge_cases`]: the edge cases of §8, with the physical row moves of §3, argument checks
+//!   and batches;
+//! * [`model`]: a reference model of the documented semantics and the query plans that compare
+//!   a store with it;
+//! * [`properties`]: property tests: every backend against the model, batches against loops of
+//!   single calls, replay order, the whole `i64` time range;
+//! * [`persistence`]: reopening, configuration and lock checks;
+//! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
+//! * [`restore`]: recording accepted writes and replaying them from changelogs.
+//!
+//! [`harness`] holds what the example-based cases share; they run against both backends
+//! ([`harness::on_both_backends`]).
+
+mod corruption;
+mod deviations;
+mod edge_cases;
+mod harness;
+mod kafka;
+mod model;
+mod persistence;
+mod properties;
+mod restore;

@@ -1,0 +1,303 @@
+//! A reference model of `docs/semantics.md` with no storage design, and the query plans that
+//! compare a store with it (or with another store) query by query.
+
+use std::collections::BTreeMap;
+
+use super::harness::{ASC, DESC, kafka_config};
+use crate::record::{NOT_PUT, VALID_TO_UNDEFINED};
+use crate::{Error, ResultOrder, StoreConfig, VersionedRecord, VersionedStore};
+
+/// One read, asked of a store or of the model.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Query<'k> {
+    Latest(&'k [u8]),
+    AsOf(&'k [u8], i64),
+    Versions(&'k [u8], Option<i64>, Option<i64>, ResultOrder),
+}
+
+/// What a read returns; an error is described by [`describe`].
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    One(Option<VersionedRecord>),
+    Many(Vec<VersionedRecord>),
+}
+
+/// Read access shared by the store and the reference model.
+pub(super) trait Reads {
+    fn answer(&self, query: Query<'_>) -> Result<Answer, String>;
+    fn stream_time(&self) -> i64;
+}
+
+pub(super) fn describe(error: &Error) -> String {
+    match error {
+        Error::InvalidArgument { argument, .. } => format!("invalid argument {argument}"),
+        other => other.to_string(),
+    }
+}
+
+impl Reads for VersionedStore {
+    fn answer(&self, query: Query<'_>) -> Result<Answer, String> {
+        match query {
+            Query::Latest(key) => self.get(key).map(Answer::One),
+            Query::AsOf(key, t) => self.get_as_of(key, t).map(Answer::One),
+            Query::Versions(key, from, to, order) => {
+                self.versions(key, from, to, order).map(Answer::Many)
+            }
+        }
+        .map_err(|e| describe(&e))
+    }
+
+    fn stream_time(&self) -> i64 {
+        self.observed_stream_time()
+    }
+}
+
+/// Which queries to run.
+pub(super) struct Plan {
+    as_of: Vec<i64>,
+    bounds: Vec<Option<i64>>,
+}
+
+impl Plan {
+    /// Queries around the horizon `H = ST − R`, for checks after every operation.
+    pub(super) fn narrow(stream_time: i64, retention: i64) -> Self {
+        let h = stream_time - retention;
+        let mut as_of: Vec<i64> = vec![-1, 0, 1];
+        as_of.extend((h - 2).max(-1)..=stream_time + 2);
+        let bounds = vec![
+            Some(0),
+            Some(h - 1),
+            Some(h),
+            Some(stream_time / 2),
+            Some(stream_time),
+        ];
+        Self::finish(as_of, bounds)
+    }
+
+    /// Every as-of time from -1 to `ST + 2` and bounds spread over the whole range.
+    pub(super) fn wide(stream_time: i64, retention: i64) -> Self {
+        let h = stream_time - retention;
+        let step = (stream_time / 12).max(1);
+        let as_of_step = (stream_time / 600).max(1);
+        let as_of: Vec<i64> = (-1..=stream_time + 2)
+            .step_by(usize::try_from(as_of_step).expect("positive"))
+            .chain([h - 1, h, h + 1, stream_time])
+            .collect();
+        let mut bounds: Vec<Option<i64>> = (-1..=stream_time + 1)
+            .step_by(usize::try_from(step).expect("positive"))
+            .map(Some)
+            .collect();
+        bounds.extend([
+            Some(h - 1),
+            Some(h),
+            Some(h + 1),
+            Some(stream_time),
+            Some(stream_time + 1),
+        ]);
+        Self::finish(as_of, bounds)
+    }
+
+    fn finish(mut as_of: Vec<i64>, mut bounds: Vec<Option<i64>>) -> Self {
+        as_of.sort_unstable();
+        as_of.dedup();
+        bounds.push(None);
+        bounds.sort_unstable();
+        bounds.dedup();
+        Self { as_of, bounds }
+    }
+}
+
+/// Runs `plan` for every key: `(query, result)` pairs in a fixed order.
+pub(super) fn observe(reads: &impl Reads, keys: &[&[u8]], plan: &Plan) -> Vec<(String, String)> {
+    let mut out = vec![(
+        "observed_stream_time".to_owned(),
+        reads.stream_time().to_string(),
+    )];
+    for key in keys {
+        out.push((
+            format!("get({key:?})"),
+            format!("{:?}", reads.answer(Query::Latest(key))),
+        ));
+        for &t in &plan.as_of {
+            out.push((
+                format!("get_as_of({key:?}, {t})"),
+                format!("{:?}", reads.answer(Query::AsOf(key, t))),
+            ));
+        }
+        for &from in &plan.bounds {
+            for &to in &plan.bounds {
+                let orders: &[ResultOrder] = if from.is_none() {
+                    &[DESC, ASC]
+                } else {
+                    &[DESC]
+                };
+                for &order in orders {
+                    out.push((
+                        format!("versions({key:?}, {from:?}, {to:?}, {order:?})"),
+                        format!("{:?}", reads.answer(Query::Versions(key, from, to, order))),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The first query whose results differ, if any.
+pub(super) fn assert_same(
+    actual: &[(String, String)],
+    expected: &[(String, String)],
+) -> Result<(), String> {
+    for ((query, got), (_, want)) in actual.iter().zip(expected) {
+        if got != want {
+            return Err(format!("{query}:\n  store: {got}\n  model: {want}"));
+        }
+    }
+    if actual.len() == expected.len() {
+        Ok(())
+    } else {
+        Err("different query plans".to_owned())
+    }
+}
+
+/// The documented semantics, with no storage design: per key every version ever accepted.
+///
+/// `versions()` follows the physical-presence rule of §2.5/§5: the newest version is always
+/// there; an older version with valid-to `vt` is there iff `vt / I ≥ (ST − R) / I` (truncating
+/// division, i.e. its segment has not been dropped).
+#[derive(Debug, Clone)]
+pub(super) struct Model {
+    retention: i64,
+    interval: i64,
+    pub(super) stream_time: i64,
+    keys: BTreeMap<Vec<u8>, BTreeMap<i64, Option<Vec<u8>>>>,
+}
+
+impl Model {
+    pub(super) fn new(config: StoreConfig) -> Self {
+        Self {
+            retention: config.history_retention_ms(),
+            interval: config.segment_interval_ms(),
+            stream_time: -1,
+            keys: BTreeMap::new(),
+        }
+    }
+
+    fn horizon(&self) -> i64 {
+        self.stream_time - self.retention
+    }
+
+    pub(super) fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) -> i64 {
+        if timestamp < self.horizon() {
+            return NOT_PUT;
+        }
+        self.stream_time = self.stream_time.max(timestamp);
+        let versions = self.keys.entry(key.to_vec()).or_default();
+        versions.insert(timestamp, value.map(<[u8]>::to_vec));
+        versions
+            .range(timestamp + 1..)
+            .next()
+            .map_or(VALID_TO_UNDEFINED, |(&t, _)| t)
+    }
+
+    pub(super) fn delete(&mut self, key: &[u8], timestamp: i64) -> Option<VersionedRecord> {
+        if timestamp < self.horizon() {
+            return None;
+        }
+        let before = self.as_of(key, timestamp);
+        self.put(key, None, timestamp);
+        before
+    }
+
+    pub(super) fn latest(&self, key: &[u8]) -> Option<VersionedRecord> {
+        let (&timestamp, value) = self.keys.get(key)?.last_key_value()?;
+        value.as_ref().map(|v| VersionedRecord {
+            value: v.clone(),
+            timestamp,
+            valid_to: None,
+        })
+    }
+
+    pub(super) fn as_of(&self, key: &[u8], as_of: i64) -> Option<VersionedRecord> {
+        if as_of < self.horizon() {
+            return self.latest(key).filter(|r| r.timestamp <= as_of);
+        }
+        let versions = self.keys.get(key)?;
+        let (&timestamp, value) = versions.range(..=as_of).next_back()?;
+        let valid_to = versions.range(timestamp + 1..).next().map(|(&t, _)| t);
+        value.as_ref().map(|v| VersionedRecord {
+            value: v.clone(),
+            timestamp,
+            valid_to,
+        })
+    }
+
+    pub(super) fn versions(&self, key: &[u8], from: i64, to: i64) -> Vec<VersionedRecord> {
+        let h = self.horizon();
+        if to < h {
+            return self
+                .latest(key)
+                .filter(|r| r.timestamp <= to)
+                .into_iter()
+                .collect();
+        }
+        let Some(versions) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        let lowest_live = h / self.interval;
+        let mut out = Vec::new();
+        let mut newer: Option<i64> = None;
+        for (&timestamp, value) in versions.iter().rev() {
+            let valid_to = newer;
+            newer = Some(timestamp);
+            let Some(value) = value else { continue };
+            let present = valid_to.is_none_or(|vt| vt / self.interval >= lowest_live);
+            let overlaps = timestamp <= to && valid_to.is_none_or(|vt| vt > from);
+            if present && overlaps {
+                out.push(VersionedRecord {
+                    value: value.clone(),
+                    timestamp,
+                    valid_to,
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Reads for Model {
+    fn answer(&self, query: Query<'_>) -> Result<Answer, String> {
+        Ok(match query {
+            Query::Latest(key) => Answer::One(self.latest(key)),
+            Query::AsOf(key, t) => Answer::One(self.as_of(key, t)),
+            Query::Versions(key, from, to, order) => {
+                let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
+                if from > to {
+                    return Err("invalid argument from_time".to_owned());
+                }
+                let mut out = self.versions(key, from, to);
+                if order == ResultOrder::Ascending {
+                    out.reverse();
+                }
+                Answer::Many(out)
+            }
+        })
+    }
+
+    fn stream_time(&self) -> i64 {
+        self.stream_time
+    }
+}
+
+/// The model's own sanity: the §E9 example.
+#[test]
+fn model_follows_the_documented_expiry_example() {
+    let mut model = Model::new(kafka_config());
+    model.put(b"k", Some(b"v_old"), 0);
+    model.put(b"k", Some(b"v"), 99_990);
+    model.put(b"o", Some(b"x"), 399_990);
+    assert_eq!(model.versions(b"k", 0, 99_990).len(), 2);
+    assert_eq!(model.versions(b"k", 0, 99_989).len(), 0);
+    model.put(b"o", Some(b"y"), 400_000);
+    assert_eq!(model.versions(b"k", 0, i64::MAX).len(), 1);
+}

@@ -1,0 +1,474 @@
+//! Property tests: every backend against the reference model (`model`), batches against loops
+//! of single calls, replay order (§2.9), and batch calls over the whole `i64` time range (issue
+//! 8, point 2).
+
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+use super::harness::{ASC, config};
+use super::model::{Model, Plan, assert_same, describe, observe};
+use crate::{AsOf, Error, PutOutcome, RocksOptions, StoreConfig, VersionedStore};
+
+/// Keys for generated operations: the empty key, keys that are prefixes of each other, binary.
+pub(super) const KEYS: [&[u8]; 4] = [b"", b"a", b"ab", b"\xff\x00"];
+
+/// A generated operation. Timestamps are offsets from the current observed stream time, so
+/// they cluster around it: mostly in order, often late, sometimes past the grace period.
+#[derive(Debug, Clone)]
+pub(super) enum Op {
+    Put {
+        key: usize,
+        value: Option<Vec<u8>>,
+        dt: i64,
+    },
+    Delete {
+        key: usize,
+        dt: i64,
+    },
+    PutBatch(Vec<(usize, Option<Vec<u8>>, i64)>),
+    DeleteBatch(Vec<(usize, i64)>),
+    Reopen,
+}
+
+fn resolve(stream_time: i64, dt: i64) -> i64 {
+    (stream_time + dt).max(0)
+}
+
+fn arb_dt() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        8 => -4i64..=4,
+        4 => -25i64..=-5,
+        2 => 5i64..=12,
+        1 => 25i64..=60,
+    ]
+}
+
+pub(super) fn arb_value() -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop_oneof![
+        1 => Just(None),
+        3 => proptest::collection::vec(any::<u8>(), 0..3).prop_map(Some),
+    ]
+}
+
+pub(super) fn arb_key() -> impl Strategy<Value = usize> {
+    0..KEYS.len()
+}
+
+pub(super) fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => (arb_key(), arb_value(), arb_dt()).prop_map(|(key, value, dt)| Op::Put { key, value, dt }),
+        3 => (arb_key(), arb_dt()).prop_map(|(key, dt)| Op::Delete { key, dt }),
+        2 => proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6).prop_map(Op::PutBatch),
+        1 => proptest::collection::vec((arb_key(), arb_dt()), 1..4).prop_map(Op::DeleteBatch),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+pub(super) fn arb_config() -> impl Strategy<Value = StoreConfig> {
+    (
+        proptest::sample::select(vec![0i64, 5, 20]),
+        proptest::sample::select(vec![1i64, 3, 10]),
+    )
+        .prop_map(|(retention, interval)| config(retention, interval))
+}
+
+pub(super) fn cases(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// A store under test that can be closed and reopened (a no-op in memory).
+pub(super) struct Sut {
+    store: Option<VersionedStore>,
+    dir: Option<tempfile::TempDir>,
+    config: StoreConfig,
+    options: RocksOptions,
+}
+
+impl Sut {
+    pub(super) fn new(config: StoreConfig, backing: Backing) -> Self {
+        match backing.options() {
+            Some(options) => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
+                Self {
+                    store: Some(store),
+                    dir: Some(dir),
+                    config,
+                    options,
+                }
+            }
+            None => Self {
+                store: Some(VersionedStore::in_memory(config)),
+                dir: None,
+                config,
+                options: RocksOptions::default(),
+            },
+        }
+    }
+
+    pub(super) fn store(&self) -> &VersionedStore {
+        self.store.as_ref().expect("store is open")
+    }
+
+    pub(super) fn store_mut(&mut self) -> &mut VersionedStore {
+        self.store.as_mut().expect("store is open")
+    }
+
+    fn reopen(&mut self) {
+        if let Some(dir) = &self.dir {
+            // Close first: the directory lock is held until the store is dropped.
+            self.store = None;
+            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
+            self.store = Some(store.expect("reopen"));
+        }
+    }
+}
+
+/// Applies one generated operation to the model and the store; returns the keys it wrote.
+pub(super) fn apply(
+    model: &mut Model,
+    sut: &mut Sut,
+    op: &Op,
+) -> Result<Vec<usize>, TestCaseError> {
+    let err = |e: Error| describe(&e);
+    match op {
+        Op::Put { key, value, dt } => {
+            let ts = resolve(model.stream_time, *dt);
+            let expected = model.put(KEYS[*key], value.as_deref(), ts);
+            let actual = sut.store_mut().put(KEYS[*key], value.as_deref(), ts);
+            prop_assert_eq!(
+                actual.map(PutOutcome::code).map_err(err),
+                Ok(expected),
+                "put at {}",
+                ts
+            );
+            Ok(vec![*key])
+        }
+        Op::Delete { key, dt } => {
+            let ts = resolve(model.stream_time, *dt);
+            let expected = model.delete(KEYS[*key], ts);
+            let actual = sut.store_mut().delete(KEYS[*key], ts);
+            prop_assert_eq!(actual.map_err(err), Ok(expected), "delete at {}", ts);
+            Ok(vec![*key])
+        }
+        Op::PutBatch(rows) => {
+            let mut resolved = Vec::new();
+            let mut expected = Vec::new();
+            for (key, value, dt) in rows {
+                let ts = resolve(model.stream_time, *dt);
+                expected.push(model.put(KEYS[*key], value.as_deref(), ts));
+                resolved.push((KEYS[*key], value.as_deref(), ts));
+            }
+            let actual = sut
+                .store_mut()
+                .put_batch(resolved.iter().copied())
+                .map(|outcomes| {
+                    outcomes
+                        .into_iter()
+                        .map(PutOutcome::code)
+                        .collect::<Vec<_>>()
+                });
+            prop_assert_eq!(
+                actual.map_err(err),
+                Ok(expected),
+                "put_batch {:?}",
+                resolved
+            );
+            Ok(rows.iter().map(|r| r.0).collect())
+        }
+        Op::DeleteBatch(rows) => {
+            let mut resolved = Vec::new();
+            let mut expected = Vec::new();
+            for (key, dt) in rows {
+                let ts = resolve(model.stream_time, *dt);
+                expected.push(model.delete(KEYS[*key], ts));
+                resolved.push((KEYS[*key], ts));
+            }
+            let actual = sut.store_mut().delete_batch(resolved.iter().copied());
+            prop_assert_eq!(
+                actual.map_err(err),
+                Ok(expected),
+                "delete_batch {:?}",
+                resolved
+            );
+            Ok(rows.iter().map(|r| r.0).collect())
+        }
+        Op::Reopen => {
+            sut.reopen();
+            Ok((0..KEYS.len()).collect())
+        }
+    }
+}
+
+fn compare(sut: &Sut, model: &Model, keys: &[&[u8]], plan: &Plan) -> Result<(), TestCaseError> {
+    assert_same(
+        &observe(sut.store(), keys, plan),
+        &observe(model, keys, plan),
+    )
+    .map_err(TestCaseError::fail)
+}
+
+/// What a model test's store keeps its data in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Backing {
+    Memory,
+    /// RocksDB with its write-ahead log: every call written through.
+    Logged,
+    /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
+    /// calls), and the cache of latest values is tiny too (forgets often).
+    Buffered,
+}
+
+impl Backing {
+    pub(super) fn options(self) -> Option<RocksOptions> {
+        match self {
+            Self::Memory => None,
+            Self::Logged => Some(RocksOptions::default()),
+            Self::Buffered => Some(RocksOptions {
+                wal: false,
+                write_buffer_bytes: 2048,
+                latest_cache_bytes: 600,
+                ..RocksOptions::default()
+            }),
+        }
+    }
+}
+
+fn run_model_test(config: StoreConfig, ops: &[Op], backing: Backing) -> Result<(), TestCaseError> {
+    let persistent = backing != Backing::Memory;
+    let mut model = Model::new(config);
+    let mut sut = Sut::new(config, backing);
+    let retention = config.history_retention_ms();
+    for (step, op) in ops.iter().enumerate() {
+        let touched = apply(&mut model, &mut sut, op)
+            .map_err(|e| TestCaseError::fail(format!("step {step} {op:?}: {e}")))?;
+        let mut keys: Vec<&[u8]> = touched.iter().map(|&k| KEYS[k]).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        compare(
+            &sut,
+            &model,
+            &keys,
+            &Plan::narrow(model.stream_time, retention),
+        )
+        .map_err(|e| TestCaseError::fail(format!("after step {step} {op:?}: {e}")))?;
+    }
+    let wide = Plan::wide(model.stream_time, retention);
+    compare(&sut, &model, &KEYS, &wide)
+        .map_err(|e| TestCaseError::fail(format!("at the end: {e}")))?;
+    if persistent {
+        sut.reopen();
+        compare(&sut, &model, &KEYS, &wide)
+            .map_err(|e| TestCaseError::fail(format!("after the final reopen: {e}")))?;
+    }
+    Ok(())
+}
+
+fn arb_backing() -> impl Strategy<Value = Backing> {
+    prop_oneof![
+        2 => Just(Backing::Memory),
+        1 => Just(Backing::Logged),
+        1 => Just(Backing::Buffered),
+    ]
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// Every backend gives the model's results and reads, across reopens of RocksDB.
+    #[test]
+    fn every_backend_matches_the_model(
+        backing in arb_backing(),
+        config in arb_config(),
+        ops in proptest::collection::vec(arb_op(), 1..40),
+    ) {
+        run_model_test(config, &ops, backing)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(128))]
+
+    /// A batch is the same as its rows applied one by one, whatever the chunking.
+    #[test]
+    fn put_batch_equals_a_loop_of_puts(
+        config in arb_config(),
+        rows in proptest::collection::vec((arb_key(), arb_value(), 0i64..80), 1..40),
+        chunk in 1usize..40,
+    ) {
+        let mut batched = VersionedStore::in_memory(config);
+        let mut looped = VersionedStore::in_memory(config);
+        let mut batch_codes = Vec::new();
+        for part in rows.chunks(chunk) {
+            let outcomes = batched
+                .put_batch(part.iter().map(|(k, v, t)| (KEYS[*k], v.as_deref(), *t)))
+                .expect("put_batch");
+            batch_codes.extend(outcomes.into_iter().map(PutOutcome::code));
+        }
+        let loop_codes: Vec<i64> = rows
+            .iter()
+            .map(|(k, v, t)| looped.put(KEYS[*k], v.as_deref(), *t).expect("put").code())
+            .collect();
+        prop_assert_eq!(batch_codes, loop_codes);
+        let plan = Plan::wide(looped.observed_stream_time(), config.history_retention_ms());
+        assert_same(&observe(&batched, &KEYS, &plan), &observe(&looped, &KEYS, &plan))
+            .map_err(TestCaseError::fail)?;
+    }
+
+    /// §2.9: replaying the same accepted writes in another order gives the same reads (no write
+    /// is rejected or expired here: the retention covers the whole range).
+    #[test]
+    fn replaying_writes_in_another_order_gives_the_same_reads(
+        interval in proptest::sample::select(vec![1i64, 3, 10]),
+        (writes, shuffled) in proptest::collection::btree_map((arb_key(), 0i64..60), arb_value(), 1..40)
+            .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+            .prop_flat_map(|w| (Just(w.clone()), Just(w).prop_shuffle())),
+    ) {
+        let config = config(1_000, interval);
+        let mut in_order = VersionedStore::in_memory(config);
+        let mut reordered = VersionedStore::in_memory(config);
+        let mut model = Model::new(config);
+        for ((key, ts), value) in &writes {
+            in_order.put(KEYS[*key], value.as_deref(), *ts).expect("put");
+        }
+        for ((key, ts), value) in &shuffled {
+            let expected = model.put(KEYS[*key], value.as_deref(), *ts);
+            let code = reordered.put(KEYS[*key], value.as_deref(), *ts).expect("put").code();
+            prop_assert_eq!(code, expected);
+        }
+        let plan = Plan::wide(model.stream_time, 1_000);
+        let expected = observe(&model, &KEYS, &plan);
+        assert_same(&observe(&in_order, &KEYS, &plan), &expected).map_err(TestCaseError::fail)?;
+        assert_same(&observe(&reordered, &KEYS, &plan), &expected).map_err(TestCaseError::fail)?;
+    }
+}
+
+// Edge inputs (issue 8, point 2): the whole i64 time range, empty and large keys.
+
+/// Times from the whole `i64` range, the bounds and their neighbours most often.
+fn arb_any_time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        4 => prop::sample::select(vec![i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX]),
+        2 => any::<i64>(),
+        2 => (i64::MAX - 100)..=i64::MAX,
+        1 => 0i64..100,
+    ]
+}
+
+/// The empty key, short keys, and a large one (64 KiB and more).
+fn arb_edge_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        2 => Just(Vec::new()),
+        3 => proptest::collection::vec(any::<u8>(), 1..4),
+        1 => (65_536usize..70_000).prop_map(|n| vec![0xAB; n]),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum EdgeCall {
+    Puts(Vec<(Vec<u8>, Option<Vec<u8>>, i64)>),
+    Deletes(Vec<(Vec<u8>, i64)>),
+    Reads(Vec<(Vec<u8>, i64)>),
+    Versions(Vec<u8>, i64, i64),
+}
+
+fn arb_edge_call() -> impl Strategy<Value = EdgeCall> {
+    let value = proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3));
+    prop_oneof![
+        3 => proptest::collection::vec((arb_edge_key(), value, arb_any_time()), 1..6)
+            .prop_map(EdgeCall::Puts),
+        1 => proptest::collection::vec((arb_edge_key(), arb_any_time()), 1..4)
+            .prop_map(EdgeCall::Deletes),
+        2 => proptest::collection::vec((arb_edge_key(), arb_any_time()), 1..6)
+            .prop_map(EdgeCall::Reads),
+        1 => (arb_edge_key(), arb_any_time(), arb_any_time())
+            .prop_map(|(k, a, b)| EdgeCall::Versions(k, a, b)),
+    ]
+}
+
+/// Every call returns a result or refuses an argument: never a panic (which pyo3 would raise
+/// as `PanicException`) and never `Corrupt` (which would mean the store misread its own writes).
+fn check_edge_calls(store: &mut VersionedStore, calls: &[EdgeCall]) -> Result<(), TestCaseError> {
+    let ok_or_invalid = |result: Result<(), Error>, what: &str| match result {
+        Ok(()) | Err(Error::InvalidArgument { .. }) => Ok(()),
+        Err(other) => Err(TestCaseError::fail(format!("{what}: {other:?}"))),
+    };
+    for call in calls {
+        match call {
+            EdgeCall::Puts(rows) => ok_or_invalid(
+                store
+                    .put_batch(
+                        rows.iter()
+                            .map(|(k, v, t)| (k.as_slice(), v.as_deref(), *t)),
+                    )
+                    .map(drop),
+                "put_batch",
+            )?,
+            EdgeCall::Deletes(rows) => ok_or_invalid(
+                store
+                    .delete_batch(rows.iter().map(|(k, t)| (k.as_slice(), *t)))
+                    .map(drop),
+                "delete_batch",
+            )?,
+            EdgeCall::Reads(rows) => {
+                let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
+                let times: Vec<i64> = rows.iter().map(|(_, t)| *t).collect();
+                // reads refuse nothing: any error is a failure
+                let batch = store
+                    .get_batch(&keys, AsOf::PerRow(&times))
+                    .map_err(|e| TestCaseError::fail(format!("get_batch: {e:?}")))?;
+                for (i, (key, t)) in rows.iter().enumerate() {
+                    let single = store
+                        .get_as_of(key, *t)
+                        .map_err(|e| TestCaseError::fail(format!("get_as_of: {e:?}")))?;
+                    prop_assert_eq!(batch.get(i), single);
+                }
+                store
+                    .get_batch(&keys, AsOf::Latest)
+                    .map_err(|e| TestCaseError::fail(format!("get_batch latest: {e:?}")))?;
+            }
+            EdgeCall::Versions(key, a, b) => ok_or_invalid(
+                store
+                    .versions(key, Some(*a.min(b)), Some(*a.max(b)), ASC)
+                    .map(drop),
+                "versions",
+            )?,
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cases(48))]
+
+    #[test]
+    fn batch_calls_over_the_whole_time_range_never_panic_or_misread(
+        calls in proptest::collection::vec(arb_edge_call(), 1..10),
+        retention in prop::sample::select(vec![0i64, 1, 1_000, i64::MAX]),
+        interval in prop::sample::select(vec![1i64, 1_000, i64::MAX]),
+    ) {
+        let config = StoreConfig::new(retention, Some(interval)).expect("config");
+        let mut memory = VersionedStore::in_memory(config);
+        check_edge_calls(&mut memory, &calls)?;
+        let buffered_dir = tempfile::tempdir().expect("tempdir");
+        let options = Backing::Buffered.options().expect("persistent");
+        let mut buffered = VersionedStore::open_with(buffered_dir.path(), config, options).expect("open");
+        check_edge_calls(&mut buffered, &calls)?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rocks = VersionedStore::open(dir.path(), config).expect("open");
+        check_edge_calls(&mut rocks, &calls)?;
+        drop(rocks);
+        // and everything written reads back the same after a reopen
+        let mut reopened = VersionedStore::open(dir.path(), config).expect("reopen");
+        let reads: Vec<EdgeCall> = calls
+            .iter()
+            .filter(|c| matches!(c, EdgeCall::Reads(_)))
+            .cloned()
+            .collect();
+        check_edge_calls(&mut reopened, &reads)?;
+    }
+}
