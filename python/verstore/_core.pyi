@@ -7,7 +7,6 @@ also the grace period for writes.
 """
 
 import os
-from types import TracebackType
 from typing import Any, Final, Self, TypeAlias, final
 
 import pyarrow as pa
@@ -39,15 +38,12 @@ class VersionedRecord:
     """One version of a key's value; immutable, equal by all three fields."""
 
     def __new__(cls, value: bytes, timestamp: int, valid_to: int | None = None) -> Self: ...
-    @property
-    def value(self) -> bytes:
-        """The value bytes (possibly empty: an empty value is not a tombstone)."""
-    @property
-    def timestamp(self) -> int:
-        """Valid-from, in milliseconds."""
-    @property
-    def valid_to(self) -> int | None:
-        """Valid-to (exclusive), or ``None`` when this is the key's newest version."""
+    value: Final[bytes]
+    """The value bytes (possibly empty: an empty value is not a tombstone)."""
+    timestamp: Final[int]
+    """Valid-from, in milliseconds."""
+    valid_to: Final[int | None]
+    """Valid-to (exclusive), or ``None`` when this is the key's newest version."""
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -345,18 +341,14 @@ class VersionedStore:
             StoreClosedError: The store is closed.
             StorageError: RocksDB or the filesystem failed.
         """
-    @property
-    def observed_stream_time(self) -> int:
-        """Largest timestamp of any accepted write; -1 before the first."""
-    @property
-    def history_retention_ms(self) -> int:
-        """The history retention (= grace period)."""
-    @property
-    def segment_interval_ms(self) -> int:
-        """The segment interval in effect."""
-    @property
-    def path(self) -> str | None:
-        """The store directory, ``None`` in memory."""
+    observed_stream_time: Final[int]
+    """Largest timestamp of any accepted write; -1 before the first."""
+    history_retention_ms: Final[int]
+    """The history retention (= grace period)."""
+    segment_interval_ms: Final[int]
+    """The segment interval in effect."""
+    path: Final[str | None]
+    """The store directory, ``None`` in memory."""
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -424,12 +416,7 @@ class VersionedStore:
             StorageError: The write buffer could not be written (the store is closed anyway).
         """
     def __enter__(self) -> VersionedStore: ...
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
+    def __exit__(self, *exc_info: object) -> None: ...
 
 @final
 class Scan:
@@ -451,51 +438,38 @@ class Scan:
             CorruptionError: Stored bytes do not decode (the scan ends).
             StorageError: RocksDB failed (the scan ends).
         """
-    @property
-    def schema(self) -> pa.Schema:
-        """The batches' schema: ``key``, ``value`` (binary), ``timestamp``, ``valid_to``
-        (int64, nullable)."""
+    schema: Final[pa.Schema]
+    """The batches' schema: ``key``, ``value`` (binary), ``timestamp``, ``valid_to``
+    (int64, nullable)."""
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
     def close(self) -> None:
         """Stops the scan and waits for its thread. Idempotent."""
     def __enter__(self) -> Scan: ...
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
+    def __exit__(self, *exc_info: object) -> None: ...
 
 @final
 class StoreStats:
     """A store's size and memory use at one moment (:meth:`VersionedStore.stats`)."""
 
-    @property
-    def latest_keys(self) -> int:
-        """Keys whose newest version is a value: exact (persistent stores keep the count in
-        their metadata; a store written by an older build is counted once when opened)."""
-    @property
-    def history_rows(self) -> int:
-        """History rows, one per key and live segment holding its older versions: exact in
-        memory; on RocksDB its key estimate less the latest values (overwritten keys and row
-        appends not yet compacted count too, rows still in the write buffer do not)."""
-    @property
-    def live_segments(self) -> int:
-        """Live history segments."""
-    @property
-    def disk_bytes(self) -> int:
-        """SST and write-ahead-log files of the store (0 in memory)."""
-    @property
-    def memtable_bytes(self) -> int:
-        """RocksDB's active and unflushed memtables (0 in memory)."""
-    @property
-    def write_buffer_bytes(self) -> int:
-        """The write buffer of a store without a write-ahead log (0 otherwise)."""
-    @property
-    def observed_stream_time(self) -> int:
-        """Largest timestamp of any accepted write; -1 before the first."""
+    latest_keys: Final[int]
+    """Keys whose newest version is a value: exact (persistent stores keep the count in
+    their metadata; a store written by an older build is counted once when opened)."""
+    history_rows: Final[int]
+    """History rows, one per key and live segment holding its older versions: exact in
+    memory; on RocksDB its key estimate less the latest values (overwritten keys and row
+    appends not yet compacted count too, rows still in the write buffer do not)."""
+    live_segments: Final[int]
+    """Live history segments."""
+    disk_bytes: Final[int]
+    """SST and write-ahead-log files of the store (0 in memory)."""
+    memtable_bytes: Final[int]
+    """RocksDB's active and unflushed memtables (0 in memory)."""
+    write_buffer_bytes: Final[int]
+    """The write buffer of a store without a write-ahead log (0 otherwise)."""
+    observed_stream_time: Final[int]
+    """Largest timestamp of any accepted write; -1 before the first."""
 
 @final
 class GroupHistory:
@@ -600,18 +574,14 @@ CHANGELOG_HEADER_LEN: Final[int]
 class ChangelogHeader:
     """The header of a changelog file (layout in docs/format.md); equal by all fields."""
 
-    @property
-    def version(self) -> int:
-        """The version the changelog produces."""
-    @property
-    def attempt(self) -> bytes:
-        """The 16-byte id of the attempt that wrote it."""
-    @property
-    def parent_attempt(self) -> bytes:
-        """The 16-byte id of the attempt that wrote the version before."""
-    @property
-    def record_count(self) -> int:
-        """The number of records."""
+    version: Final[int]
+    """The version the changelog produces."""
+    attempt: Final[bytes]
+    """The 16-byte id of the attempt that wrote it."""
+    parent_attempt: Final[bytes]
+    """The 16-byte id of the attempt that wrote the version before."""
+    record_count: Final[int]
+    """The number of records."""
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...

@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from verstore.checkpoint import CheckpointOptions, LineageFiles, PartitionStore, read_settings
-from verstore.checkpoint.chain import Graph
+from verstore.checkpoint import LineageFiles, read_settings
 from verstore.checkpoint.survey import (
     find_lineages,
     find_stores,
@@ -25,8 +23,9 @@ from verstore.checkpoint.survey import (
     summarize,
     verify_partition,
 )
-from verstore.exceptions import CorruptionError, VerstoreError
+from verstore.exceptions import VerstoreError
 from verstore.location import Location
+from verstore.reader import NEWEST, output_schema, read_partition, reading, resolve
 
 
 def _options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -155,32 +154,11 @@ def cmd_get(args: argparse.Namespace) -> int:
         key = os.fsencode(args.key)
     loc = Location.resolve(args.uri, _options(args.storage_option))
     name, root = _one_store(loc, args)
-    lineage = _lineage(root, name, args.lineage)
-    settings = read_settings(lineage)
-    if settings is None:
-        raise CorruptionError(f"{loc.describe(lineage.meta)} is missing")
-    files = lineage.partition(args.partition)
-    version = args.version
-    if version is None:
-        version = Graph(files, files.listing()).tip().version
-    with tempfile.TemporaryDirectory(prefix="verstore-get-") as tmp:
-        part = PartitionStore.open(
-            root,
-            name,
-            args.partition,
-            version,
-            tmp,
-            lineage=lineage.lineage,
-            history_retention_ms=settings.history_retention_ms,
-            segment_interval_ms=settings.segment_interval_ms,
-            options=CheckpointOptions(lock_timeout_s=0),
-            progress=_progress(f"{name} p={args.partition}"),
-            read_only=True,
-        )
-        try:
-            record = part.store.get(key, as_of=args.as_of)
-        finally:
-            part.abort()
+    ref, settings = resolve(root, name, _lineage(root, name, args.lineage).lineage)
+    version = NEWEST if args.version is None else args.version
+    progress = _progress(f"{name} p={args.partition}")
+    with reading(ref, settings, args.partition, version, progress) as store:
+        record = store.get(key, as_of=args.as_of)
     if record is None:
         print("None")
         return 1
@@ -192,8 +170,6 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_scan(args: argparse.Namespace) -> int:
     """A store's state (each key as of a time, or every version) as a table or Parquet."""
     import pyarrow as pa
-
-    from verstore.reader import NEWEST, output_schema, read_partition, resolve
 
     loc = Location.resolve(args.uri, _options(args.storage_option))
     name, root = _one_store(loc, args)

@@ -11,10 +11,12 @@ with the Arrow schemas the store recorded (``ColumnLayout``). Used by
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, LineageFiles, PartitionStore, read_settings
 from verstore.checkpoint.layout import MAX_VERSION, lineages
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings
@@ -126,6 +128,32 @@ def read_partition(
     key_schema, value_schema = (
         settings.columns.schemas() if settings.columns is not None else (None, None)
     )
+    with reading(ref, settings, partition, version) as store:
+        if history:
+            scan = store.scan_versions(
+                start=start, end=end, prefix=prefix, from_time=from_time,
+                to_time=to_time, ascending=True, batch_rows=batch_rows,
+            )  # fmt: skip
+        else:
+            scan = store.scan(
+                start=start, end=end, prefix=prefix, as_of=as_of, batch_rows=batch_rows
+            )
+        with scan:
+            for batch in scan:
+                yield _decode(batch, key_schema, value_schema, partition, schema)
+
+
+@contextmanager
+def reading(
+    ref: StoreRef,
+    settings: StoreSettings,
+    partition: int,
+    version: int = NEWEST,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Iterator[VersionedStore]:
+    """One partition's store at ``version`` (default: its newest), rebuilt read-only from the
+    checkpoint into a temporary directory that is removed on exit: a running query's local
+    copies are never touched."""
     with tempfile.TemporaryDirectory(prefix="verstore-read-") as tmp:
         part = PartitionStore.open(
             ref.location,
@@ -137,22 +165,11 @@ def read_partition(
             history_retention_ms=settings.history_retention_ms,
             segment_interval_ms=settings.segment_interval_ms,
             options=CheckpointOptions(lock_timeout_s=0),
+            progress=progress,
             read_only=True,
         )
         try:
-            store = part.store
-            if history:
-                scan = store.scan_versions(
-                    start=start, end=end, prefix=prefix, from_time=from_time,
-                    to_time=to_time, ascending=True, batch_rows=batch_rows,
-                )  # fmt: skip
-            else:
-                scan = store.scan(
-                    start=start, end=end, prefix=prefix, as_of=as_of, batch_rows=batch_rows
-                )
-            with scan:
-                for batch in scan:
-                    yield _decode(batch, key_schema, value_schema, partition, schema)
+            yield part.store
         finally:
             part.abort()
 
