@@ -1,11 +1,26 @@
-//! Conversion of single-record arguments: keys, values and times.
+//! Conversion of single-record arguments (keys, values and times) and of store settings.
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBool;
 
-use super::errors::type_error;
+use super::errors::{to_py, type_error};
+use crate::{RocksOptions, StoreConfig};
+
+/// A store's `history_retention_ms` and `segment_interval_ms`, checked by the core.
+pub(crate) fn store_config(retention_ms: i64, segment_ms: Option<i64>) -> PyResult<StoreConfig> {
+    StoreConfig::new(retention_ms, segment_ms).map_err(to_py)
+}
+
+/// The RocksDB options of `VersionedStore(..., write_ahead_log, memory_limit_mb)`.
+pub(crate) fn rocks_options(write_ahead_log: bool, memory_limit_mb: Option<usize>) -> RocksOptions {
+    let options = RocksOptions::default().with_wal(write_ahead_log);
+    match memory_limit_mb {
+        Some(mb) => options.with_memory_limit(mb.saturating_mul(1 << 20)),
+        None => options,
+    }
+}
 
 /// A key: `bytes` (or another buffer of bytes).
 pub(crate) fn key_bytes(key: &Bound<'_, PyAny>) -> PyResult<PyBackedBytes> {

@@ -1,16 +1,53 @@
-//! Changelog files for Python: the header type and the checks of whole files.
+//! Changelog files for Python: `VersionedStore`'s changelog methods, the header type and the
+//! checks of whole files.
+
+use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 
 use super::errors::to_py;
+use super::store::PyVersionedStore;
 use crate::ChangelogHeader;
 
 /// A changelog file's header.
 #[pyclass(name = "ChangelogHeader", module = "verstore._core", frozen, eq, hash)]
 #[derive(PartialEq, Eq, Hash)]
 pub(crate) struct PyChangelogHeader(pub(crate) ChangelogHeader);
+
+#[pymethods]
+impl PyVersionedStore {
+    /// Takes the writes accepted since the last take into the new changelog file `path`.
+    fn take_changelog(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        version: i64,
+        attempt_id: &[u8],
+        parent_attempt_id: &[u8],
+    ) -> PyResult<PyChangelogHeader> {
+        self.inner
+            .detached(py, |s| {
+                s.take_changelog_to(&path, version, attempt_id, parent_attempt_id)
+            })
+            .map(PyChangelogHeader)
+    }
+
+    /// Replays the changelog file at `path` chunk by chunk.
+    #[pyo3(signature = (path, *, name = "changelog", chunk_records = 65_536))]
+    fn apply_changelog(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        name: &str,
+        chunk_records: usize,
+    ) -> PyResult<PyChangelogHeader> {
+        self.inner
+            .detached(py, |s| s.apply_changelog_file(&path, name, chunk_records))
+            .map(PyChangelogHeader)
+    }
+}
 
 #[pymethods]
 impl PyChangelogHeader {

@@ -5,10 +5,11 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 
+use super::args::store_config;
 use super::errors::to_py;
 use super::record::PyVersionedRecord;
 use super::store::PyVersionedStore;
-use crate::{StoreConfig, VersionedStore};
+use crate::VersionedStore;
 
 /// A single key's version history with the store's semantics, serializable to bytes.
 #[pyclass(name = "GroupHistory", module = "verstore._core", frozen)]
@@ -38,7 +39,7 @@ impl PyGroupHistory {
         history_retention_ms: i64,
         segment_interval_ms: Option<i64>,
     ) -> PyResult<Self> {
-        let config = StoreConfig::new(history_retention_ms, segment_interval_ms).map_err(to_py)?;
+        let config = store_config(history_retention_ms, segment_interval_ms)?;
         let store = py
             .detach(|| VersionedStore::from_bytes(&data, config))
             .map_err(to_py)?;

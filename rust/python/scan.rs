@@ -1,5 +1,5 @@
-//! Scans and store statistics for Python: `Scan`, an iterator of `pyarrow.RecordBatch`, and
-//! `StoreStats`; the argument conversions of `VersionedStore.scan` / `scan_versions`.
+//! Scans and store statistics for Python: `VersionedStore.scan` / `scan_versions` / `stats`,
+//! `Scan` (an iterator of `pyarrow.RecordBatch`) and `StoreStats`.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -7,9 +7,11 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBool;
 use pyo3_arrow::{PyRecordBatch, PySchema};
 
+use super::args::optional_time;
 use super::errors::{to_py, type_error};
 use super::handle::Handle;
-use crate::{KeyRange, Scan, StoreStats};
+use super::store::PyVersionedStore;
+use crate::{KeyRange, Scan, StoreStats, VersionedStore};
 
 /// A key bound (`start`, `end`, `prefix`): bytes or `None`.
 fn bound(obj: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<Vec<u8>>> {
@@ -44,6 +46,59 @@ pub(crate) fn batch_rows(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
         .ok()
         .filter(|&rows| rows >= 1)
         .ok_or_else(|| PyValueError::new_err(format!("batch_rows must be >= 1, got {rows}")))
+}
+
+/// Starts a scan of `store` without the GIL; the scan keeps the Python store alive.
+fn begin(
+    store: &Bound<'_, PyVersionedStore>,
+    open: impl FnOnce(&mut VersionedStore) -> crate::Result<Scan> + Send,
+) -> PyResult<PyScan> {
+    let scan = store.get().inner.detached(store.py(), open)?;
+    Ok(PyScan::new(scan, store.clone().into_any().unbind()))
+}
+
+#[pymethods]
+impl PyVersionedStore {
+    #[pyo3(signature = (*, start = None, end = None, prefix = None, as_of = None, batch_rows = 65_536))]
+    fn scan(
+        slf: &Bound<'_, Self>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        as_of: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = batch_rows)] batch_rows: usize,
+    ) -> PyResult<PyScan> {
+        let keys = key_range(start, end, prefix)?;
+        let as_of = optional_time(as_of, "as_of")?;
+        begin(slf, |s| s.scan(keys, as_of, batch_rows))
+    }
+
+    #[pyo3(signature = (*, start = None, end = None, prefix = None, from_time = None, to_time = None, ascending = false, batch_rows = 65_536))]
+    #[expect(clippy::too_many_arguments, reason = "the Python signature")]
+    fn scan_versions(
+        slf: &Bound<'_, Self>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        from_time: Option<&Bound<'_, PyAny>>,
+        to_time: Option<&Bound<'_, PyAny>>,
+        ascending: bool,
+        #[pyo3(from_py_with = batch_rows)] batch_rows: usize,
+    ) -> PyResult<PyScan> {
+        let keys = key_range(start, end, prefix)?;
+        let from_time = optional_time(from_time, "from_time")?;
+        let to_time = optional_time(to_time, "to_time")?;
+        let order = ascending.into();
+        begin(slf, |s| {
+            s.scan_versions(keys, from_time, to_time, order, batch_rows)
+        })
+    }
+
+    fn stats(&self, py: Python<'_>) -> PyResult<PyStoreStats> {
+        self.inner
+            .detached(py, |s| s.stats())
+            .map(PyStoreStats::from)
+    }
 }
 
 /// A running scan: an iterator of `pyarrow.RecordBatch`.

@@ -5,15 +5,13 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use super::args::{key_bytes, optional_time, time, value_bytes};
+use super::args::{key_bytes, optional_time, rocks_options, store_config, time, value_bytes};
 use super::arrow;
-use super::changelog::PyChangelogHeader;
 use super::errors::to_py;
 use super::handle::Handle;
 use super::record::PyVersionedRecord;
-use super::scan::{self, PyScan, PyStoreStats};
-use super::times::{Times, keys_and_times};
-use crate::{RecordColumns, ResultOrder, RocksOptions, StoreConfig, VersionedStore};
+use super::times::{Times, Writes};
+use crate::{RecordColumns, VersionedStore};
 
 /// A versioned key-value store.
 #[pyclass(name = "VersionedStore", module = "verstore._core", frozen)]
@@ -42,12 +40,8 @@ impl PyVersionedStore {
         record_changes: bool,
         memory_limit_mb: Option<usize>,
     ) -> PyResult<Self> {
-        let config = StoreConfig::new(history_retention_ms, segment_interval_ms).map_err(to_py)?;
-        let options = RocksOptions::default().with_wal(write_ahead_log);
-        let options = match memory_limit_mb {
-            Some(mb) => options.with_memory_limit(mb.saturating_mul(1 << 20)),
-            None => options,
-        };
+        let config = store_config(history_retention_ms, segment_interval_ms)?;
+        let options = rocks_options(write_ahead_log, memory_limit_mb);
         py.detach(|| {
             let mut store = VersionedStore::open_with(&path, config, options)?;
             store.set_record_changes(record_changes)?;
@@ -62,7 +56,7 @@ impl PyVersionedStore {
         history_retention_ms: i64,
         segment_interval_ms: Option<i64>,
     ) -> PyResult<Self> {
-        let config = StoreConfig::new(history_retention_ms, segment_interval_ms).map_err(to_py)?;
+        let config = store_config(history_retention_ms, segment_interval_ms)?;
         Ok(VersionedStore::in_memory(config).into())
     }
 
@@ -136,19 +130,12 @@ impl PyVersionedStore {
         values: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (keys, timestamps) = keys_and_times(keys, timestamps)?;
+        let writes = Writes::from_py(keys, timestamps)?;
         let values = arrow::binary_column(values, "values")?;
-        arrow::check_same_length("values", values.len(), keys.len())?;
+        arrow::check_same_length("values", values.len(), writes.len())?;
         let codes = self.inner.detached(py, |s| {
-            let keys = keys.slices();
-            let rows = keys
-                .iter()
-                .enumerate()
-                .map(|(i, &key)| (key, values.get(i), timestamps.value(i)));
-            Ok(s.put_batch(rows)?
-                .into_iter()
-                .map(crate::PutOutcome::code)
-                .collect())
+            let codes = s.put_batch(writes.puts(&values))?;
+            Ok(codes.into_iter().map(crate::PutOutcome::code).collect())
         })?;
         arrow::int64_to_pyarrow(py, codes)
     }
@@ -174,63 +161,13 @@ impl PyVersionedStore {
         keys: &Bound<'py, PyAny>,
         timestamps: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (keys, timestamps) = keys_and_times(keys, timestamps)?;
+        let writes = Writes::from_py(keys, timestamps)?;
         let found = self.inner.detached(py, |s| {
-            let keys = keys.slices();
-            let rows = keys
-                .iter()
-                .copied()
-                .zip(timestamps.values().iter().copied());
-            Ok(s.delete_batch(rows)?.into_iter().collect::<RecordColumns>())
+            Ok(s.delete_batch(writes.deletes())?
+                .into_iter()
+                .collect::<RecordColumns>())
         })?;
         arrow::records_to_pyarrow(py, found)
-    }
-
-    #[pyo3(signature = (*, start = None, end = None, prefix = None, as_of = None, batch_rows = 65_536))]
-    fn scan(
-        slf: &Bound<'_, Self>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        as_of: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = scan::batch_rows)] batch_rows: usize,
-    ) -> PyResult<PyScan> {
-        let keys = scan::key_range(start, end, prefix)?;
-        let as_of = optional_time(as_of, "as_of")?;
-        let scan = (slf.get().inner).detached(slf.py(), |s| s.scan(keys, as_of, batch_rows))?;
-        Ok(PyScan::new(scan, slf.clone().into_any().unbind()))
-    }
-
-    #[pyo3(signature = (*, start = None, end = None, prefix = None, from_time = None, to_time = None, ascending = false, batch_rows = 65_536))]
-    #[expect(clippy::too_many_arguments, reason = "the Python signature")]
-    fn scan_versions(
-        slf: &Bound<'_, Self>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        from_time: Option<&Bound<'_, PyAny>>,
-        to_time: Option<&Bound<'_, PyAny>>,
-        ascending: bool,
-        #[pyo3(from_py_with = scan::batch_rows)] batch_rows: usize,
-    ) -> PyResult<PyScan> {
-        let keys = scan::key_range(start, end, prefix)?;
-        let from_time = optional_time(from_time, "from_time")?;
-        let to_time = optional_time(to_time, "to_time")?;
-        let order = if ascending {
-            ResultOrder::Ascending
-        } else {
-            ResultOrder::Descending
-        };
-        let scan = (slf.get().inner).detached(slf.py(), |s| {
-            s.scan_versions(keys, from_time, to_time, order, batch_rows)
-        })?;
-        Ok(PyScan::new(scan, slf.clone().into_any().unbind()))
-    }
-
-    fn stats(&self, py: Python<'_>) -> PyResult<PyStoreStats> {
-        self.inner
-            .detached(py, |s| s.stats())
-            .map(PyStoreStats::from)
     }
 
     #[getter]
@@ -258,36 +195,6 @@ impl PyVersionedStore {
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
         self.inner.lock(py).is_none()
-    }
-
-    /// Takes the accepted writes since the last take into the new changelog file `path`.
-    fn take_changelog(
-        &self,
-        py: Python<'_>,
-        path: PathBuf,
-        version: i64,
-        attempt_id: &[u8],
-        parent_attempt_id: &[u8],
-    ) -> PyResult<PyChangelogHeader> {
-        self.inner
-            .detached(py, |s| {
-                s.take_changelog_to(&path, version, attempt_id, parent_attempt_id)
-            })
-            .map(PyChangelogHeader)
-    }
-
-    /// Replays the changelog file at `path` chunk by chunk.
-    #[pyo3(signature = (path, *, name = "changelog", chunk_records = 65_536))]
-    fn apply_changelog(
-        &self,
-        py: Python<'_>,
-        path: PathBuf,
-        name: &str,
-        chunk_records: usize,
-    ) -> PyResult<PyChangelogHeader> {
-        self.inner
-            .detached(py, |s| s.apply_changelog_file(&path, name, chunk_records))
-            .map(PyChangelogHeader)
     }
 
     /// Writes a consistent copy of the store (a RocksDB checkpoint) into the new directory `path`.

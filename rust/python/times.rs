@@ -115,12 +115,39 @@ pub(crate) fn time_column(obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<In
 }
 
 /// The keys and times of a batch write: a key column and a time column as long as it.
-pub(crate) fn keys_and_times(
-    keys: &Bound<'_, PyAny>,
-    timestamps: &Bound<'_, PyAny>,
-) -> PyResult<(BinaryColumn, Int64Array)> {
-    let keys = key_column(keys)?;
-    let timestamps = time_column(timestamps, "timestamps")?;
-    check_same_length("timestamps", timestamps.len(), keys.len())?;
-    Ok((keys, timestamps))
+pub(crate) struct Writes {
+    keys: BinaryColumn,
+    timestamps: Int64Array,
+}
+
+impl Writes {
+    pub(crate) fn from_py(
+        keys: &Bound<'_, PyAny>,
+        timestamps: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let keys = key_column(keys)?;
+        let timestamps = time_column(timestamps, "timestamps")?;
+        check_same_length("timestamps", timestamps.len(), keys.len())?;
+        Ok(Self { keys, timestamps })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// `(key, timestamp)` rows, in order.
+    pub(crate) fn deletes(&self) -> impl ExactSizeIterator<Item = (&[u8], i64)> + Clone {
+        let times = self.timestamps.values().iter().copied();
+        self.keys.slices().into_iter().zip(times)
+    }
+
+    /// `(key, value, timestamp)` rows, in order; `values` is as long as the keys.
+    pub(crate) fn puts<'a>(
+        &'a self,
+        values: &'a BinaryColumn,
+    ) -> impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone {
+        self.deletes()
+            .enumerate()
+            .map(|(i, (key, time))| (key, values.get(i), time))
+    }
 }
