@@ -374,14 +374,7 @@ impl VersionedStore {
         to: Option<i64>,
         order: ResultOrder,
     ) -> Result<Vec<VersionedRecord>> {
-        let from = from.unwrap_or(i64::MIN);
-        let to = to.unwrap_or(i64::MAX);
-        if from > to {
-            return Err(Error::invalid(
-                "from_time",
-                format!("from_time ({from}) must not be greater than to_time ({to})"),
-            ));
-        }
+        let (from, to) = time_range(from, to)?;
         read::versions(&self.reader(), &self.state, key, from, to, order)
     }
 
@@ -566,5 +559,17 @@ pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usiz
     Ok(())
 }
 
+/// The times `[from, to]` of a versions query (unbounded where `None`).
+fn time_range(from: Option<i64>, to: Option<i64>) -> Result<(i64, i64)> {
+    let (from, to) = (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX));
+    if from > to {
+        return Err(Error::invalid(
+            "from_time",
+            format!("from_time ({from}) must not be greater than to_time ({to})"),
+        ));
+    }
+    Ok((from, to))
+}
+
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -82,7 +82,7 @@ use arrow_buffer::{
     ArrowNativeType, BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, NullBufferBuilder,
     OffsetBuffer, ScalarBuffer,
 };
-use arrow_data::ArrayData;
+use arrow_data::{ArrayData, ArrayDataBuilder};
 use arrow_schema::{ArrowError, DataType, Field, Fields, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
@@ -699,12 +699,9 @@ fn decoder(data_type: &DataType, capacity: usize) -> Option<Box<dyn Decode>> {
         })
     }
     fn bytes<O: OffsetSizeTrait>(data_type: &DataType, capacity: usize) -> Box<dyn Decode> {
-        let mut offsets = Vec::with_capacity(capacity + 1);
-        offsets.push(O::usize_as(0));
         Box::new(BytesDecoder {
-            offsets,
+            slots: Slots::<O>::new(capacity),
             values: Vec::new(),
-            nulls: NullBufferBuilder::new(capacity),
             data_type: data_type.clone(),
         })
     }
@@ -713,13 +710,10 @@ fn decoder(data_type: &DataType, capacity: usize) -> Option<Box<dyn Decode>> {
         elements: &DataType,
         capacity: usize,
     ) -> Option<Box<dyn Decode>> {
-        let mut offsets = Vec::with_capacity(capacity + 1);
-        offsets.push(O::usize_as(0));
         Some(Box::new(ListDecoder {
-            offsets,
+            slots: Slots::<O>::new(capacity),
             elements: decoder(elements, 0)?,
             len: 0,
-            nulls: NullBufferBuilder::new(capacity),
             data_type: data_type.clone(),
         }))
     }
@@ -847,32 +841,63 @@ impl<T: Ordered> Decode for FixedDecoder<T> {
     }
 }
 
-struct BytesDecoder<O> {
+/// The offsets and validity of a variable-length array (bytes, strings, lists): one slot per
+/// row, ending where the row's data ends.
+struct Slots<O> {
     offsets: Vec<O>,
-    values: Vec<u8>,
     nulls: NullBufferBuilder,
+}
+
+impl<O: OffsetSizeTrait> Slots<O> {
+    fn new(capacity: usize) -> Self {
+        let mut offsets = Vec::with_capacity(capacity + 1);
+        offsets.push(O::usize_as(0));
+        Self {
+            offsets,
+            nulls: NullBufferBuilder::new(capacity),
+        }
+    }
+
+    /// A row whose data ends at `end`.
+    fn push(&mut self, end: usize) -> Result<(), Bad> {
+        self.offsets.push(O::from_usize(end).ok_or(Bad::Overflow)?);
+        self.nulls.append_non_null();
+        Ok(())
+    }
+
+    /// A null row: no data.
+    fn push_null(&mut self) {
+        let last = self.offsets.last().copied().unwrap_or_default();
+        self.offsets.push(last);
+        self.nulls.append_null();
+    }
+
+    /// An array of `data_type` with these rows; its data follows.
+    fn builder(mut self, data_type: DataType) -> ArrayDataBuilder {
+        ArrayData::builder(data_type)
+            .len(self.offsets.len().saturating_sub(1))
+            .nulls(self.nulls.finish())
+            .add_buffer(Buffer::from_vec(self.offsets))
+    }
+}
+
+struct BytesDecoder<O> {
+    slots: Slots<O>,
+    values: Vec<u8>,
     data_type: DataType,
 }
 
 impl<O: OffsetSizeTrait> Decode for BytesDecoder<O> {
     fn payload(&mut self, input: &mut &[u8]) -> Result<(), Bad> {
         take_escaped(input, &mut self.values)?;
-        self.offsets
-            .push(O::from_usize(self.values.len()).ok_or(Bad::Overflow)?);
-        self.nulls.append_non_null();
-        Ok(())
+        self.slots.push(self.values.len())
     }
     fn push_null(&mut self) {
-        let last = self.offsets.last().copied().unwrap_or_default();
-        self.offsets.push(last);
-        self.nulls.append_null();
+        self.slots.push_null();
     }
-    fn finish(mut self: Box<Self>) -> Result<ArrayData, ArrowError> {
+    fn finish(self: Box<Self>) -> Result<ArrayData, ArrowError> {
         // Validation checks UTF-8 for strings.
-        ArrayData::builder(self.data_type)
-            .len(self.offsets.len().saturating_sub(1))
-            .nulls(self.nulls.finish())
-            .add_buffer(Buffer::from_vec(self.offsets))
+        (self.slots.builder(self.data_type))
             .add_buffer(Buffer::from_vec(self.values))
             .build()
     }
@@ -916,11 +941,10 @@ impl Decode for StructDecoder {
 
 /// Lists, and maps as lists of their entries.
 struct ListDecoder<O> {
-    offsets: Vec<O>,
+    slots: Slots<O>,
     elements: Box<dyn Decode>,
     /// Number of elements decoded so far, the next offset.
     len: usize,
-    nulls: NullBufferBuilder,
     data_type: DataType,
 }
 
@@ -935,22 +959,14 @@ impl<O: OffsetSizeTrait> Decode for ListDecoder<O> {
             }
             self.len += 1;
         }
-        self.offsets
-            .push(O::from_usize(self.len).ok_or(Bad::Overflow)?);
-        self.nulls.append_non_null();
-        Ok(())
+        self.slots.push(self.len)
     }
     fn push_null(&mut self) {
-        let last = self.offsets.last().copied().unwrap_or_default();
-        self.offsets.push(last);
-        self.nulls.append_null();
+        self.slots.push_null();
     }
-    fn finish(mut self: Box<Self>) -> Result<ArrayData, ArrowError> {
+    fn finish(self: Box<Self>) -> Result<ArrayData, ArrowError> {
         let elements = self.elements.finish()?;
-        ArrayData::builder(self.data_type)
-            .len(self.offsets.len().saturating_sub(1))
-            .nulls(self.nulls.finish())
-            .add_buffer(Buffer::from_vec(self.offsets))
+        (self.slots.builder(self.data_type))
             .child_data(vec![elements])
             .build()
     }

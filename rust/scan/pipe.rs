@@ -249,6 +249,23 @@ mod tests {
             .map_err(|e| Error::corrupt("test", e.to_string()))
     }
 
+    /// A pipe, its register, and a producer thread registered on it that runs `produce`.
+    fn produce<T: Send + 'static>(
+        produce: impl FnOnce(&Pipe) -> T + Send + 'static,
+    ) -> (Arc<Pipe>, OpenScans, std::thread::JoinHandle<T>) {
+        let pipe = Arc::new(Pipe::new());
+        let scans = OpenScans::default();
+        let producer = scans.register(&pipe);
+        let thread = std::thread::spawn({
+            let pipe = Arc::clone(&pipe);
+            move || {
+                let _producer = producer;
+                produce(&pipe)
+            }
+        });
+        (pipe, scans, thread)
+    }
+
     fn rows(received: Received) -> Option<usize> {
         match received {
             Received::Item(Ok(batch)) => Some(batch.num_rows()),
@@ -258,17 +275,10 @@ mod tests {
 
     #[test]
     fn hands_over_in_order_with_bounded_room() {
-        let pipe = Arc::new(Pipe::new());
-        let scans = OpenScans::default();
-        let producer = scans.register(&pipe);
-        let thread = std::thread::spawn({
-            let pipe = Arc::clone(&pipe);
-            move || {
-                let _producer = producer;
-                pipe.mark_started();
-                for n in 1..=5 {
-                    assert!(pipe.send(batch(n)));
-                }
+        let (pipe, _scans, thread) = produce(|pipe| {
+            pipe.mark_started();
+            for n in 1..=5 {
+                assert!(pipe.send(batch(n)));
             }
         });
         pipe.wait_started();
@@ -282,19 +292,12 @@ mod tests {
 
     #[test]
     fn a_consumer_end_stops_a_blocked_producer() {
-        let pipe = Arc::new(Pipe::new());
-        let scans = OpenScans::default();
-        let producer = scans.register(&pipe);
-        let thread = std::thread::spawn({
-            let pipe = Arc::clone(&pipe);
-            move || {
-                let _producer = producer;
-                let mut sent = 0;
-                while pipe.send(batch(1)) {
-                    sent += 1;
-                }
-                sent
+        let (pipe, scans, thread) = produce(|pipe| {
+            let mut sent = 0;
+            while pipe.send(batch(1)) {
+                sent += 1;
             }
+            sent
         });
         while pipe.lock().queue.len() < CAPACITY {
             std::thread::yield_now();
@@ -307,16 +310,7 @@ mod tests {
 
     #[test]
     fn closing_the_store_ends_scans_and_waits_for_producers() {
-        let pipe = Arc::new(Pipe::new());
-        let scans = OpenScans::default();
-        let producer = scans.register(&pipe);
-        let thread = std::thread::spawn({
-            let pipe = Arc::clone(&pipe);
-            move || {
-                let _producer = producer;
-                while pipe.send(batch(1)) {}
-            }
-        });
+        let (pipe, scans, thread) = produce(|pipe| while pipe.send(batch(1)) {});
         scans.close();
         assert!(pipe.is_ended());
         assert!(matches!(pipe.recv(), Received::StoreClosed));
@@ -326,13 +320,7 @@ mod tests {
 
     #[test]
     fn a_panicking_producer_reports_an_error() {
-        let pipe = Arc::new(Pipe::new());
-        let scans = OpenScans::default();
-        let producer = scans.register(&pipe);
-        let thread = std::thread::spawn(move || {
-            let _producer = producer;
-            panic!("a bug");
-        });
+        let (pipe, scans, thread) = produce(|_| panic!("a bug"));
         assert!(thread.join().is_err());
         pipe.wait_started();
         assert!(matches!(pipe.recv(), Received::Item(Err(Error::Io { .. }))));

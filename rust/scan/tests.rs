@@ -11,7 +11,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use super::*;
-use crate::{RocksOptions, StoreConfig, VersionedStore};
+use crate::store::tests::sut::{Backing, Sut};
+use crate::{StoreConfig, VersionedStore};
 
 /// Keys at the edges: empty, prefixes of each other, 0x00 and 0xFF runs.
 const KEYS: [&[u8]; 9] = [
@@ -25,55 +26,6 @@ const KEYS: [&[u8]; 9] = [
     b"\xff",
     b"\xff\xff",
 ];
-
-#[derive(Debug, Clone, Copy)]
-enum Backing {
-    Memory,
-    Logged,
-    Buffered,
-}
-
-/// A store and the directory it lives in (none in memory).
-struct Sut {
-    store: Option<VersionedStore>,
-    dir: Option<tempfile::TempDir>,
-    config: StoreConfig,
-    options: RocksOptions,
-}
-
-impl Sut {
-    fn new(config: StoreConfig, backing: Backing) -> Self {
-        let options = RocksOptions::default().with_wal(!matches!(backing, Backing::Buffered));
-        if matches!(backing, Backing::Memory) {
-            return Self {
-                store: Some(VersionedStore::in_memory(config)),
-                dir: None,
-                config,
-                options,
-            };
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
-        Self {
-            store: Some(store),
-            dir: Some(dir),
-            config,
-            options,
-        }
-    }
-
-    fn store(&mut self) -> &mut VersionedStore {
-        self.store.as_mut().expect("open")
-    }
-
-    fn reopen(&mut self) {
-        if let Some(dir) = &self.dir {
-            self.store = None;
-            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
-            self.store = Some(store.expect("reopen"));
-        }
-    }
-}
 
 fn config(retention: i64, interval: i64) -> StoreConfig {
     StoreConfig::new(retention, Some(interval)).expect("config")
@@ -210,16 +162,16 @@ fn arb_range() -> impl Strategy<Value = KeyRange> {
 
 fn apply(sut: &mut Sut, ops: &[Op]) {
     for op in ops {
-        let stream_time = sut.store().observed_stream_time();
+        let stream_time = sut.store_mut().observed_stream_time();
         let at = |dt: i64| (stream_time + dt).max(0);
         match op {
             Op::Put(key, value, dt) => {
-                sut.store()
+                sut.store_mut()
                     .put(KEYS[*key], value.as_deref(), at(*dt))
                     .expect("put");
             }
             Op::Delete(key, dt) => {
-                sut.store().delete(KEYS[*key], at(*dt)).expect("delete");
+                sut.store_mut().delete(KEYS[*key], at(*dt)).expect("delete");
             }
             Op::Reopen => sut.reopen(),
         }
@@ -229,7 +181,7 @@ fn apply(sut: &mut Sut, ops: &[Op]) {
 /// Every scan of `range` with `batch_rows` equals the point reads: as of the latest, as of
 /// times around the horizon and the stream time, and versions in several windows and orders.
 fn check_scans(sut: &mut Sut, range: &KeyRange, batch_rows: usize) -> Result<(), TestCaseError> {
-    let store = sut.store();
+    let store = sut.store_mut();
     let st = store.observed_stream_time();
     let horizon = st - store.config().history_retention_ms();
     let mut times = vec![None, Some(-1), Some(0), Some(st), Some(st + 5)];
@@ -291,11 +243,14 @@ fn run(
     for _ in 0..2 {
         let latest = KEYS
             .iter()
-            .filter(|k| sut.store().get(k).expect("get").is_some())
+            .filter(|k| sut.store_mut().get(k).expect("get").is_some())
             .count() as u64;
-        let stats = sut.store().stats().expect("stats");
+        let stats = sut.store_mut().stats().expect("stats");
         prop_assert_eq!(stats.latest_keys, latest);
-        prop_assert_eq!(stats.live_segments, sut.store().live_segment_count() as u64);
+        prop_assert_eq!(
+            stats.live_segments,
+            sut.store_mut().live_segment_count() as u64
+        );
         sut.reopen();
     }
     Ok(())
@@ -365,12 +320,14 @@ fn a_scan_sees_the_state_of_its_start() {
     for backing in BACKINGS {
         let mut sut = Sut::new(config(100, 10), backing);
         for i in 0..50 {
-            sut.store().put(&key(i), Some(b"old"), 10).expect("put");
+            sut.store_mut().put(&key(i), Some(b"old"), 10).expect("put");
         }
-        sut.store().put(&key(7), Some(b"older"), 5).expect("put");
+        sut.store_mut()
+            .put(&key(7), Some(b"older"), 5)
+            .expect("put");
         let expected = vec![(key(7), b"older".to_vec(), 5, Some(10))];
         assert_eq!(
-            sut.store().get_as_of(&key(7), 7).ok(),
+            sut.store_mut().get_as_of(&key(7), 7).ok(),
             Some(Some(VersionedRecord {
                 value: b"older".to_vec(),
                 timestamp: 5,
@@ -380,17 +337,22 @@ fn a_scan_sees_the_state_of_its_start() {
         let expected_latest: Vec<Row> = (0..50)
             .map(|i| (key(i), b"old".to_vec(), 10, None))
             .collect();
-        let as_of = sut.store().scan(KeyRange::All, Some(7), 3).expect("scan");
-        let latest = sut.store().scan(KeyRange::All, None, 1).expect("scan");
+        let as_of = sut
+            .store_mut()
+            .scan(KeyRange::All, Some(7), 3)
+            .expect("scan");
+        let latest = sut.store_mut().scan(KeyRange::All, None, 1).expect("scan");
         // Rewrites, deletes, new keys, and enough stream time to drop every segment.
         for i in 0..60 {
-            sut.store().put(&key(i), Some(b"new"), 20).expect("put");
+            sut.store_mut().put(&key(i), Some(b"new"), 20).expect("put");
         }
-        sut.store().delete(&key(3), 21).expect("delete");
-        sut.store().put(b"zzz", Some(b"late"), 1_000).expect("put");
+        sut.store_mut().delete(&key(3), 21).expect("delete");
+        sut.store_mut()
+            .put(b"zzz", Some(b"late"), 1_000)
+            .expect("put");
         assert_eq!(collect(latest, 1), Ok(expected_latest), "{backing:?}");
         assert_eq!(collect(as_of, 3), Ok(expected), "{backing:?}");
-        assert_eq!(sut.store().get(&key(3)).expect("get"), None);
+        assert_eq!(sut.store_mut().get(&key(3)).expect("get"), None);
     }
 }
 
@@ -399,24 +361,21 @@ fn closing_the_store_ends_its_scans() {
     for backing in BACKINGS {
         let mut sut = Sut::new(config(100, 10), backing);
         for i in 0..20 {
-            sut.store().put(&key(i), Some(b"v"), 10).expect("put");
+            sut.store_mut().put(&key(i), Some(b"v"), 10).expect("put");
         }
-        let mut scan = sut.store().scan(KeyRange::All, None, 2).expect("scan");
-        let idle = sut.store().scan(KeyRange::All, None, 2).expect("scan");
+        let mut scan = sut.store_mut().scan(KeyRange::All, None, 2).expect("scan");
+        let idle = sut.store_mut().scan(KeyRange::All, None, 2).expect("scan");
         assert!(matches!(scan.next(), Some(Ok(batch)) if batch.num_rows() == 2));
-        sut.store.take().expect("open").close().expect("close");
+        sut.take().close().expect("close");
         assert!(matches!(scan.next(), Some(Err(Error::Closed))));
         assert!(matches!(scan.next(), Some(Err(Error::Closed))));
         scan.close();
         assert!(scan.next().is_none());
         drop(idle);
         // The directory is free again: the scans' threads let go of RocksDB.
-        if let Some(dir) = &sut.dir {
-            let store = VersionedStore::open_with(dir.path(), sut.config, sut.options);
-            assert_eq!(
-                store.expect("reopen").stats().expect("stats").latest_keys,
-                20
-            );
+        if backing != Backing::Memory {
+            sut.reopen();
+            assert_eq!(sut.store().stats().expect("stats").latest_keys, 20);
         }
     }
 }
@@ -426,17 +385,17 @@ fn a_closed_or_dropped_scan_stops_early() {
     for backing in BACKINGS {
         let mut sut = Sut::new(config(100, 10), backing);
         for i in 0..100 {
-            sut.store().put(&key(i), Some(b"v"), 10).expect("put");
+            sut.store_mut().put(&key(i), Some(b"v"), 10).expect("put");
         }
-        let mut scan = sut.store().scan(KeyRange::All, None, 10).expect("scan");
+        let mut scan = sut.store_mut().scan(KeyRange::All, None, 10).expect("scan");
         assert!(matches!(scan.next(), Some(Ok(_))));
         scan.close();
         assert!(scan.next().is_none());
-        let dropped = sut.store().scan(KeyRange::All, None, 1).expect("scan");
+        let dropped = sut.store_mut().scan(KeyRange::All, None, 1).expect("scan");
         drop(dropped);
         // Writes go on, and closing the store does not wait for anything left behind.
-        sut.store().put(b"after", Some(b"v"), 11).expect("put");
-        sut.store.take().expect("open").close().expect("close");
+        sut.store_mut().put(b"after", Some(b"v"), 11).expect("put");
+        sut.take().close().expect("close");
     }
 }
 
@@ -445,18 +404,18 @@ fn batches_hold_at_most_batch_rows_and_split_a_keys_versions() {
     for backing in BACKINGS {
         let mut sut = Sut::new(config(1_000, 10), backing);
         for t in 0..25i64 {
-            sut.store()
+            sut.store_mut()
                 .put(b"k", Some(&t.to_be_bytes()), t)
                 .expect("put");
         }
         let scan = sut
-            .store()
+            .store_mut()
             .scan_versions(KeyRange::All, None, None, ResultOrder::Ascending, 4)
             .expect("scan");
         let sizes: Vec<usize> = scan.map(|b| b.expect("batch").num_rows()).collect();
         assert_eq!(sizes, [4, 4, 4, 4, 4, 4, 1], "{backing:?}");
         let empty = sut
-            .store()
+            .store_mut()
             .scan(KeyRange::Prefix(b"x".to_vec()), None, 4)
             .expect("scan");
         assert_eq!(empty.count(), 0);

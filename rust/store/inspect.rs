@@ -36,14 +36,7 @@ impl VersionedStore {
         order: ResultOrder,
         batch_rows: usize,
     ) -> Result<Scan> {
-        let from = from.unwrap_or(i64::MIN);
-        let to = to.unwrap_or(i64::MAX);
-        if from > to {
-            return Err(Error::invalid(
-                "from_time",
-                format!("from_time ({from}) must not be greater than to_time ({to})"),
-            ));
-        }
+        let (from, to) = super::time_range(from, to)?;
         self.start_scan(keys, Kind::Versions { from, to, order }, batch_rows)
     }
 

@@ -14,7 +14,8 @@
 //! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
 //! * [`restore`]: recording accepted writes and replaying them from changelogs.
 //!
-//! [`harness`] holds what the example-based cases share; they run against both backends
+//! [`sut`] is the store under test of the property suites (scans use it too); [`harness`] holds
+//! what the example-based cases share; they run against both backends
 //! ([`harness::on_both_backends`]).
 
 mod corruption;
@@ -26,3 +27,4 @@ mod model;
 mod persistence;
 mod properties;
 mod restore;
+pub(crate) mod sut;

@@ -7,7 +7,8 @@ use proptest::test_runner::TestCaseError;
 
 use super::harness::{ASC, config};
 use super::model::{Model, Plan, assert_same, describe, observe};
-use crate::{AsOf, Error, PutOutcome, RocksOptions, StoreConfig, VersionedStore};
+use super::sut::{Backing, Sut};
+use crate::{AsOf, Error, PutOutcome, StoreConfig, VersionedStore};
 
 /// Keys for generated operations: the empty key, keys that are prefixes of each other, binary.
 pub(super) const KEYS: [&[u8]; 4] = [b"", b"a", b"ab", b"\xff\x00"];
@@ -77,54 +78,6 @@ pub(super) fn cases(cases: u32) -> ProptestConfig {
         cases,
         failure_persistence: None,
         ..ProptestConfig::default()
-    }
-}
-
-/// A store under test that can be closed and reopened (a no-op in memory).
-pub(super) struct Sut {
-    store: Option<VersionedStore>,
-    dir: Option<tempfile::TempDir>,
-    config: StoreConfig,
-    options: RocksOptions,
-}
-
-impl Sut {
-    pub(super) fn new(config: StoreConfig, backing: Backing) -> Self {
-        match backing.options() {
-            Some(options) => {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
-                Self {
-                    store: Some(store),
-                    dir: Some(dir),
-                    config,
-                    options,
-                }
-            }
-            None => Self {
-                store: Some(VersionedStore::in_memory(config)),
-                dir: None,
-                config,
-                options: RocksOptions::default(),
-            },
-        }
-    }
-
-    pub(super) fn store(&self) -> &VersionedStore {
-        self.store.as_ref().expect("store is open")
-    }
-
-    pub(super) fn store_mut(&mut self) -> &mut VersionedStore {
-        self.store.as_mut().expect("store is open")
-    }
-
-    fn reopen(&mut self) {
-        if let Some(dir) = &self.dir {
-            // Close first: the directory lock is held until the store is dropped.
-            self.store = None;
-            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
-            self.store = Some(store.expect("reopen"));
-        }
     }
 }
 
@@ -210,32 +163,6 @@ fn compare(sut: &Sut, model: &Model, keys: &[&[u8]], plan: &Plan) -> Result<(), 
         &observe(model, keys, plan),
     )
     .map_err(TestCaseError::fail)
-}
-
-/// What a model test's store keeps its data in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Backing {
-    Memory,
-    /// RocksDB with its write-ahead log: every call written through.
-    Logged,
-    /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
-    /// calls), and the cache of latest values is tiny too (forgets often).
-    Buffered,
-}
-
-impl Backing {
-    pub(super) fn options(self) -> Option<RocksOptions> {
-        match self {
-            Self::Memory => None,
-            Self::Logged => Some(RocksOptions::default()),
-            Self::Buffered => Some(RocksOptions {
-                wal: false,
-                write_buffer_bytes: 2048,
-                latest_cache_bytes: 600,
-                ..RocksOptions::default()
-            }),
-        }
-    }
 }
 
 fn run_model_test(config: StoreConfig, ops: &[Op], backing: Backing) -> Result<(), TestCaseError> {

@@ -8,7 +8,8 @@ use proptest::test_runner::TestCaseError;
 
 use super::harness::{Check, PutRow, U, config, on_both_backends};
 use super::model::{Model, Plan, assert_same, observe};
-use super::properties::{Backing, KEYS, Op, Sut, apply, arb_config, arb_op, cases};
+use super::properties::{KEYS, Op, apply, arb_config, arb_op, cases};
+use super::sut::{Backing, Sut};
 use crate::format::changelog::{self, Record};
 use crate::record::NOT_PUT;
 use crate::{Error, VersionedStore};

@@ -1,0 +1,83 @@
+//! A store under test on each backing, which can be closed and reopened: the property suites of
+//! the store (`properties`, `restore`) and of scans (`crate::scan`) share it.
+
+use crate::{RocksOptions, StoreConfig, VersionedStore};
+
+/// What a store under test keeps its data in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backing {
+    Memory,
+    /// RocksDB with its write-ahead log: every call written through.
+    Logged,
+    /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
+    /// calls), and the cache of latest values is tiny too (forgets often).
+    Buffered,
+}
+
+impl Backing {
+    pub(crate) fn options(self) -> Option<RocksOptions> {
+        match self {
+            Self::Memory => None,
+            Self::Logged => Some(RocksOptions::default()),
+            Self::Buffered => Some(RocksOptions {
+                wal: false,
+                write_buffer_bytes: 2048,
+                latest_cache_bytes: 600,
+                ..RocksOptions::default()
+            }),
+        }
+    }
+}
+
+/// A store under test that can be closed and reopened (a no-op in memory).
+pub(crate) struct Sut {
+    store: Option<VersionedStore>,
+    dir: Option<tempfile::TempDir>,
+    config: StoreConfig,
+    options: RocksOptions,
+}
+
+impl Sut {
+    pub(crate) fn new(config: StoreConfig, backing: Backing) -> Self {
+        match backing.options() {
+            Some(options) => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
+                Self {
+                    store: Some(store),
+                    dir: Some(dir),
+                    config,
+                    options,
+                }
+            }
+            None => Self {
+                store: Some(VersionedStore::in_memory(config)),
+                dir: None,
+                config,
+                options: RocksOptions::default(),
+            },
+        }
+    }
+
+    pub(crate) fn store(&self) -> &VersionedStore {
+        self.store.as_ref().expect("store is open")
+    }
+
+    pub(crate) fn store_mut(&mut self) -> &mut VersionedStore {
+        self.store.as_mut().expect("store is open")
+    }
+
+    /// The store, closed by the caller; the `Sut` has none until it reopens.
+    pub(crate) fn take(&mut self) -> VersionedStore {
+        self.store.take().expect("store is open")
+    }
+
+    pub(crate) fn reopen(&mut self) {
+        if let Some(dir) = &self.dir {
+            // Close first: the directory lock is held until the store is dropped.
+            self.store = None;
+            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
+            self.store = Some(store.expect("reopen"));
+        }
+    }
+}
