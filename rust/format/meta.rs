@@ -26,10 +26,7 @@ pub(crate) fn encode_format_version() -> Vec<u8> {
 }
 
 pub(crate) fn decode_format_version(bytes: &[u8]) -> Result<u32> {
-    let chunk: [u8; 4] = bytes
-        .try_into()
-        .map_err(|_| Error::corrupt("store metadata", "format version is not 4 bytes"))?;
-    Ok(u32::from_be_bytes(chunk))
+    fixed(bytes, "format version").map(u32::from_be_bytes)
 }
 
 pub(crate) fn encode_config(history_retention_ms: i64, segment_interval_ms: i64) -> Vec<u8> {
@@ -49,11 +46,19 @@ pub(crate) fn decode_config(bytes: &[u8]) -> Result<(i64, i64)> {
         (16, Some(retention), Some(interval)) if retention >= 0 && interval >= 1 => {
             Ok((retention, interval))
         }
-        _ => Err(Error::corrupt(
-            "store metadata",
-            "configuration entry does not decode",
-        )),
+        _ => Err(undecodable("configuration entry")),
     }
+}
+
+/// An entry of exactly `N` bytes.
+fn fixed<const N: usize>(bytes: &[u8], entry: &str) -> Result<[u8; N]> {
+    bytes
+        .try_into()
+        .map_err(|_| Error::corrupt("store metadata", format!("{entry} is not {N} bytes")))
+}
+
+fn undecodable(entry: &str) -> Error {
+    Error::corrupt("store metadata", format!("{entry} does not decode"))
 }
 
 pub(crate) fn encode_stream_time(observed_stream_time: i64) -> Vec<u8> {
@@ -63,10 +68,7 @@ pub(crate) fn encode_stream_time(observed_stream_time: i64) -> Vec<u8> {
 pub(crate) fn decode_stream_time(bytes: &[u8]) -> Result<i64> {
     match (bytes.len(), super::read_i64(bytes, 0)) {
         (8, Some(time)) if time >= -1 => Ok(time),
-        _ => Err(Error::corrupt(
-            "store metadata",
-            "observed stream time does not decode",
-        )),
+        _ => Err(undecodable("observed stream time")),
     }
 }
 
@@ -75,8 +77,5 @@ pub(crate) fn encode_latest_keys(count: u64) -> Vec<u8> {
 }
 
 pub(crate) fn decode_latest_keys(bytes: &[u8]) -> Result<u64> {
-    let chunk: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| Error::corrupt("store metadata", "latest-key count is not 8 bytes"))?;
-    Ok(u64::from_be_bytes(chunk))
+    fixed(bytes, "latest-key count").map(u64::from_be_bytes)
 }

@@ -272,44 +272,31 @@ fn cases(cases: u32) -> ProptestConfig {
 }
 
 proptest! {
-    #![proptest_config(cases(160))]
+    // Most cases in memory (fast); RocksDB with and without its log (a tiny write buffer).
+    #![proptest_config(cases(224))]
 
     #[test]
-    fn in_memory_scans_equal_point_reads(
+    fn scans_equal_point_reads(
+        backing in prop_oneof![5 => Just(Backing::Memory), 1 => Just(Backing::Logged), 1 => Just(Backing::Buffered)],
         config in arb_config(),
         ops in proptest::collection::vec(arb_op(), 1..40),
         range in arb_range(),
         batch_rows in 1usize..5,
     ) {
-        run(Backing::Memory, config, &ops, &range, batch_rows)?;
-    }
-}
-
-proptest! {
-    #![proptest_config(cases(32))]
-
-    #[test]
-    fn rocksdb_scans_equal_point_reads(
-        config in arb_config(),
-        ops in proptest::collection::vec(arb_op(), 1..40),
-        range in arb_range(),
-        batch_rows in 1usize..5,
-    ) {
-        run(Backing::Logged, config, &ops, &range, batch_rows)?;
-    }
-
-    #[test]
-    fn buffered_rocksdb_scans_equal_point_reads(
-        config in arb_config(),
-        ops in proptest::collection::vec(arb_op(), 1..40),
-        range in arb_range(),
-        batch_rows in 1usize..5,
-    ) {
-        run(Backing::Buffered, config, &ops, &range, batch_rows)?;
+        run(backing, config, &ops, &range, batch_rows)?;
     }
 }
 
 const BACKINGS: [Backing; 3] = [Backing::Memory, Backing::Logged, Backing::Buffered];
+
+/// A store holding `count` keys (`key(i)` = `v` at 10).
+fn with_keys(backing: Backing, count: u32) -> Sut {
+    let mut sut = Sut::new(config(100, 10), backing);
+    for i in 0..count {
+        sut.store_mut().put(&key(i), Some(b"v"), 10).expect("put");
+    }
+    sut
+}
 
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
@@ -359,10 +346,7 @@ fn a_scan_sees_the_state_of_its_start() {
 #[test]
 fn closing_the_store_ends_its_scans() {
     for backing in BACKINGS {
-        let mut sut = Sut::new(config(100, 10), backing);
-        for i in 0..20 {
-            sut.store_mut().put(&key(i), Some(b"v"), 10).expect("put");
-        }
+        let mut sut = with_keys(backing, 20);
         let mut scan = sut.store_mut().scan(KeyRange::All, None, 2).expect("scan");
         let idle = sut.store_mut().scan(KeyRange::All, None, 2).expect("scan");
         assert!(matches!(scan.next(), Some(Ok(batch)) if batch.num_rows() == 2));
@@ -383,10 +367,7 @@ fn closing_the_store_ends_its_scans() {
 #[test]
 fn a_closed_or_dropped_scan_stops_early() {
     for backing in BACKINGS {
-        let mut sut = Sut::new(config(100, 10), backing);
-        for i in 0..100 {
-            sut.store_mut().put(&key(i), Some(b"v"), 10).expect("put");
-        }
+        let mut sut = with_keys(backing, 100);
         let mut scan = sut.store_mut().scan(KeyRange::All, None, 10).expect("scan");
         assert!(matches!(scan.next(), Some(Ok(_))));
         scan.close();

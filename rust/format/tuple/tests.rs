@@ -279,30 +279,19 @@ fn golden_bytes_of_nested_types() {
         )),
         &["00", "01 0180000001 00", "01 00 01 78 00"],
     );
-    let ints = |lengths: [usize; 4], nulls| -> (OffsetBuffer<i32>, ArrayRef, Option<NullBuffer>) {
-        (
-            OffsetBuffer::from_lengths(lengths),
-            Arc::new(PrimitiveArray::<Int32Type>::from(vec![None, Some(1), None])),
-            nulls,
-        )
-    };
+    // [], [null], [null, 1] and a null list, as a list and as a large list
+    let offsets = OffsetBuffer::<i32>::from_lengths([0, 0, 1, 2]);
+    let values: ArrayRef = Arc::new(PrimitiveArray::<Int32Type>::from(vec![None, Some(1), None]));
+    let nulls = Some(NullBuffer::from(vec![false, true, true, true]));
     let expected = ["00", "01 00", "01 01 00", "01 02 80000001 01 00"];
-    let (offsets, values, nulls) = ints(
-        [0, 0, 1, 2],
-        Some(NullBuffer::from(vec![false, true, true, true])),
-    );
     golden(
         Arc::new(ListArray::new(
             list_field(DataType::Int32),
-            offsets,
-            values,
-            nulls,
+            offsets.clone(),
+            values.clone(),
+            nulls.clone(),
         )),
         &expected,
-    );
-    let (offsets, values, nulls) = ints(
-        [0, 0, 1, 2],
-        Some(NullBuffer::from(vec![false, true, true, true])),
     );
     golden(
         Arc::new(LargeListArray::new(
