@@ -341,6 +341,24 @@ def test_partition_count_and_columns_are_checked_once_recorded(target: Target) -
         target.open(0, columns=other)
 
 
+def test_another_version_of_the_tuple_encoding_is_refused(target: Target) -> None:
+    price = ColumnLayout("verstore-tuple-1", (("symbol", "string"),), (("price", "double"),))
+    target.open(0, columns=price).commit()
+    meta_path = target.lineage_files().meta
+    meta = json.loads(target.read(meta_path))
+    meta["columns"]["encoding"] = "verstore-tuple-0"
+    target.write(meta_path, json.dumps(meta).encode())
+    before = target.tree()
+    for read_only in (False, True):
+        with pytest.raises(
+            verstore.IncompatibleFormatError,
+            match=r"_meta.json holds keys and values in the verstore-tuple-0 encoding; this "
+            r"verstore reads verstore-tuple-1",
+        ):
+            target.open(1, read_only=read_only)
+    assert target.tree() == before
+
+
 def test_each_lineage_records_its_own_settings(target: Target) -> None:
     target.commit(0, [("put", b"a", b"1", 1)])
     part = target.open(0, lineage="q2", history_retention_ms=RETENTION_MS * 2)

@@ -201,7 +201,8 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
 
     Raises:
         CorruptionError: The file is not a valid settings object.
-        IncompatibleFormatError: Another layout version wrote it.
+        IncompatibleFormatError: Another layout version wrote it, or its keys and values are in
+            another version of the tuple encoding.
     """
     loc = files.location
     name = loc.describe(files.meta)
@@ -238,9 +239,23 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         columns = ColumnLayout.from_json(meta["columns"])
         if columns is None:
             raise CorruptionError(f"corrupt data in {name}: malformed 'columns'")
+        _check_encoding(name, columns.encoding)
     return StoreSettings(
         meta["history_retention_ms"], meta["segment_interval_ms"], meta["num_partitions"], columns
     )
+
+
+def _check_encoding(name: str, encoding: str) -> None:
+    """Keys and values in another version of the tuple encoding would be misread: refused.
+    (An encoding of the caller's own is the caller's to check, by name.)"""
+    from verstore._core import TUPLE_ENCODING
+
+    family = TUPLE_ENCODING.rsplit("-", 1)[0] + "-"
+    if encoding.startswith(family) and encoding != TUPLE_ENCODING:
+        raise IncompatibleFormatError(
+            f"{name} holds keys and values in the {encoding} encoding; this verstore reads "
+            f"{TUPLE_ENCODING}: give this query another store name, or delete the store"
+        )
 
 
 def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> None:
