@@ -1,7 +1,7 @@
 """What a user writes without verstore: the baselines every benchmark group runs beside it.
 
-* :class:`RawRocks` — raw RocksDB from Python (rocksdict, raw bytes, write-ahead log off): one
-  value per key, no versions. The ceiling.
+* :class:`RawRocks` — raw RocksDB from Python (rocksdict, raw bytes, write-ahead log off, or on
+  for the ``wal_on`` ceiling): one value per key, no versions. The ceiling.
 * :class:`SqliteHistory` — a temporal table in SQLite (WAL journal, one transaction for a run
   of writes): ``(key, valid_from) -> value``, as-of read = the newest row at or before a time.
 * :class:`DictHistory` — pure Python: per key, parallel sorted lists of times and values,
@@ -32,12 +32,14 @@ def _rocks_options() -> Any:
 
 
 class RawRocks:
-    """rocksdict in raw mode, write-ahead log off (verstore's checkpointed mode)."""
+    """rocksdict in raw mode, write-ahead log off (verstore's checkpointed mode) unless
+    ``wal``: then every write is in RocksDB's log when it returns (not synced to disk), as
+    verstore's writes with ``write_ahead_log=True`` are."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, wal: bool = False) -> None:
         self.db = rocksdict.Rdict(str(path), _rocks_options())
         write = rocksdict.WriteOptions()
-        write.disable_wal = True
+        write.disable_wal = not wal
         self.db.set_write_options(write)
 
     def put_batch(self, keys: list[bytes], values: list[bytes]) -> None:

@@ -4,6 +4,8 @@ per-version cost of one hot key.
 * ``as_of_versions``: ``VERSTORE_BENCH_VERSIONS`` versions in all (default 200 000) spread over
   ``versions / v`` keys, ``v`` in 1, 10, 100, 1 000, one segment; random as-of reads, each at a
   time where its key has a version (batches of 10 000, and single calls);
+* ``as_of_versions_raw_multi_get``: raw RocksDB (rocksdict ``MultiGet``) of values as large as
+  what verstore reads for 1 and 1 000 versions per key, same key counts: RocksDB's own growth;
 * ``as_of_segments``: the same 4-versions-per-key data with 1, 10 and 50 live segments (the
   segment interval divides the run's time span);
 * ``hot_key``: one key written 5 000, 20 000 and 100 000 times by single puts inside one
@@ -23,6 +25,7 @@ import pyarrow as pa
 import pytest
 import verstore
 
+from .baselines import RawRocks
 from .conftest import BATCH_ROWS, RETENTION_MS, per_row
 
 TOTAL = int(os.environ.get("VERSTORE_BENCH_VERSIONS", "200000"))
@@ -90,6 +93,45 @@ def test_as_of_versions_batch(benchmark: Any, by_versions: Any) -> None:
     assert benchmark.pedantic(_read_batches, args=(store, names, times), rounds=5) == PROBES
     per_row(benchmark, PROBES)
     benchmark.extra_info["versions_per_key"] = versions
+
+
+@pytest.fixture(scope="module", params=[1, 1_000], ids=lambda v: f"{v}v")
+def raw_rows(
+    request: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[RawRocks, pa.BinaryArray]:
+    """Raw RocksDB holding one value per key as large as verstore's stored value for ``v``
+    versions per key (1: a 40-byte latest-value entry; 1 000: a 1 000-version row, 44 KB),
+    flushed, for the same number of keys as ``by_versions``."""
+    versions = min(request.param, TOTAL)
+    keys = TOTAL // versions
+    size = 8 + 32 if versions == 1 else 16 + versions * (12 + 32)
+    raw = RawRocks(tmp_path_factory.mktemp("raw_rows") / "raw")
+    names = [f"key-{i:09d}".encode() for i in range(keys)]
+    for start in range(0, keys, BATCH_ROWS):
+        chunk = names[start : start + BATCH_ROWS]
+        raw.put_batch(chunk, [b"v" * size] * len(chunk))
+    raw.db.flush()
+    probe_names, _ = _probes(keys, versions)
+    return raw, probe_names
+
+
+@pytest.mark.benchmark(group="as_of_versions")
+def test_as_of_versions_raw_multi_get(benchmark: Any, raw_rows: Any) -> None:
+    """What RocksDB itself pays for the value sizes of 1 and 1 000 versions per key: a batch
+    MultiGet of the same number of keys, no cache in front (verstore answers a read at or after
+    a key's newest version from its latest-value cache)."""
+    raw, names = raw_rows
+    keys = names.to_pylist()
+
+    def run() -> int:
+        found = 0
+        for start in range(0, len(keys), BATCH_ROWS):
+            values = raw.multi_get(keys[start : start + BATCH_ROWS])
+            found += sum(1 for v in values if v is not None)
+        return found
+
+    assert benchmark.pedantic(run, rounds=5) == PROBES
+    per_row(benchmark, PROBES)
 
 
 @pytest.mark.benchmark(group="as_of_versions_single")

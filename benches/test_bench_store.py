@@ -74,14 +74,20 @@ def test_put_single_sqlite(benchmark: Any, workload: Workload, tmp_path: Path) -
 
 
 @pytest.mark.benchmark(group="put_single")
-def test_put_single_rocksdict_ceiling(benchmark: Any, workload: Workload, tmp_path: Path) -> None:
+@pytest.mark.parametrize("wal", [False, True], ids=["wal_off", "wal_on"])
+def test_put_single_rocksdict_ceiling(
+    benchmark: Any, workload: Workload, tmp_path: Path, wal: bool
+) -> None:
+    """Raw RocksDB's own rate per call; ``wal_on`` is the ceiling of verstore's ``wal_on``: every
+    put goes through RocksDB's write path and its log, as verstore's does."""
+
     def run(db: RawRocks) -> None:
         put = db.db.put
         for k, v in zip(workload.key_list, workload.value_list, strict=True):
             put(k, v)
         db.close()
 
-    make = lambda: RawRocks(tmp_path / f"raw-{next(_fresh)}")  # noqa: E731
+    make = lambda: RawRocks(tmp_path / f"raw-{next(_fresh)}", wal=wal)  # noqa: E731
     benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
     per_row(benchmark, workload.rows)
 

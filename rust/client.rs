@@ -242,17 +242,19 @@ impl Overlay {
         );
     }
 
-    fn append_encoded(&mut self, key: Vec<u8>, operand: &[u8]) {
+    /// Takes `operand` by value: a key's first append becomes its pending appends as it is,
+    /// without another allocation and copy (the common case, once per in-order put).
+    fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
         self.bytes += operand.len();
         match self.pending.entry(key) {
             std::collections::hash_map::Entry::Occupied(mut slot) => {
-                slot.get_mut().appends.extend_from_slice(operand);
+                slot.get_mut().appends.extend_from_slice(&operand);
             }
             std::collections::hash_map::Entry::Vacant(slot) => {
                 self.bytes += slot.key().len() + 64;
                 slot.insert(Pending {
                     base: Base::Stored,
-                    appends: operand.to_vec(),
+                    appends: operand,
                 });
             }
         }
@@ -501,11 +503,11 @@ impl<'s> Txn<'s> {
     pub(crate) fn append(&mut self, key: Vec<u8>, entry: Entry<'_>, valid_to: i64) {
         let mut operand = Vec::new();
         encode_append(entry, valid_to, &mut operand);
-        self.append_encoded(key, &operand);
+        self.append_encoded(key, operand);
     }
 
     /// [`Txn::append`] of an operand made by `encode_append`.
-    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: &[u8]) {
+    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
             self.state.segments.insert(segment);
         }

@@ -111,7 +111,7 @@ impl Txn<'_> {
         })?;
         if let Some((latest_ts, moved)) = latest {
             if let Some(operand) = moved {
-                self.append_encoded(storage_key(config.segment_id(ts), key), &operand);
+                self.append_encoded(storage_key(config.segment_id(ts), key), operand);
                 self.set_latest(latest_key, ts, value, true);
                 return Ok(None);
             }

@@ -439,23 +439,36 @@ impl<'k> BatchRead<'k> {
         }
         groups.push(targets.len());
         let mut done = vec![false; self.probes.len()];
+        let mut times: Vec<i64> = Vec::new();
         reader.multi_read(&row_keys.slices(), &mut |g, bytes| {
-            for &(segment, u, p) in &targets[groups[g]..groups[g + 1]] {
-                let (row, _, mut probe) = self.probes[p];
-                let location = || row_location(&reader, segment, self.unique[u]);
-                let looked = bytes
-                    .map(|b| segment_value::lookup(b, probe.t, &location))
-                    .transpose()?;
-                let step = probe.visit(state, segment, looked);
+            let group = &targets[groups[g]..groups[g + 1]];
+            let (segment, u, _) = group[0];
+            let key = self.unique[u];
+            times.clear();
+            times.extend(group.iter().map(|&(_, _, p)| self.probes[p].2.t));
+            let mut visit = |p: usize, row: Option<Lookup<'_>>| {
+                let (answer_row, _, mut probe) = self.probes[p];
+                let step = probe.visit(state, segment, row);
                 self.probes[p].2 = probe;
                 if let Step::Done(found) = step {
                     done[p] = true;
                     if let Some((timestamp, valid_to, value)) = found {
-                        self.found(row, timestamp, Some(valid_to), value);
+                        self.found(answer_row, timestamp, Some(valid_to), value);
                     }
                 }
-            }
-            Ok(())
+            };
+            let Some(bytes) = bytes else {
+                for &(_, _, p) in group {
+                    visit(p, None);
+                }
+                return Ok(());
+            };
+            // Every probe of this row at once: a hot key read at many times is walked once.
+            let location = || row_location(&reader, segment, key);
+            segment_value::lookup_each(bytes, &times, &location, |k, row| {
+                visit(group[k].2, Some(row));
+                Ok(())
+            })
         })?;
         let mut index = 0;
         self.probes.retain(|_| {

@@ -121,7 +121,9 @@ def group_table(results: list[Result], group: str, baselines: dict[str, str]) ->
 
 
 PY_BASELINES = {
-    "ceiling (rocksdict)": r"rocksdict_ceiling",
+    "ceiling (rocksdict)": r"rocksdict_ceiling(\[wal_off\])?$",
+    # put_single only: raw RocksDB with its write-ahead log on, the ceiling of verstore's wal_on.
+    "ceiling, WAL on": r"rocksdict_ceiling\[wal_on\]",
     "SQLite": r"sqlite",
     "dict+bisect": r"dict_bisect|\[dict\]",
     "naive/rocksdict": r"naive",

@@ -374,7 +374,7 @@ pub(crate) fn merge_appends<'o>(
 }
 
 /// A row's header and index, validated as [`SegmentRow::decode`] validates them, without
-/// allocating: `f(ts, size)` sees each index entry, newest first.
+/// allocating.
 struct Scanned {
     next_timestamp: i64,
     min_timestamp: i64,
@@ -383,49 +383,138 @@ struct Scanned {
     degenerate: bool,
 }
 
-fn scan(bytes: &[u8], mut f: impl FnMut(i64, i32)) -> Option<Scanned> {
+/// Where a time `t` falls in a row's index: the entries newer than `t` (the version valid at
+/// `t`, if the row reaches back that far, is entry `newer`) and their value bytes (the newest
+/// values end the row).
+#[derive(Debug, Clone, Copy, Default)]
+struct Position {
+    newer: usize,
+    newer_values: usize,
+}
+
+/// One index entry: `(timestamp, value_size)`.
+fn index_entry(entry: &[u8; INDEX_ENTRY_LEN]) -> (i64, i32) {
+    let (timestamp, size) = entry.split_at(8);
+    let timestamp = timestamp.try_into().map_or(i64::MIN, i64::from_be_bytes);
+    let size = size.try_into().map_or(i32::MIN, i32::from_be_bytes);
+    (timestamp, size)
+}
+
+/// An index walk in progress: the checks so far and the value bytes of the entries walked.
+struct Walk {
+    /// Every entry walked is older than the one before it and has a size of at least -1.
+    valid: bool,
+    previous: i64,
+    values_len: usize,
+}
+
+impl Walk {
+    /// Walks `entries` up to the first one whose timestamp satisfies `stop` (not walked) and
+    /// returns its position (`entries.len()` when none does). `entries` may run past the end
+    /// of the index (into the values): `stop` must hold at the entry that ends it.
+    ///
+    /// This loop is the cost of an as-of read into a long row (a hot key's 1 000 versions are
+    /// 12 KB of index), so it has one branch, the exit: the checks are accumulated with `&`.
+    /// (Unrolling it four entries to a branch measured no faster: it runs at the speed of
+    /// reading the index from memory.)
+    #[expect(
+        clippy::needless_bitwise_bool,
+        reason = "`&` on purpose: both checks without a branch"
+    )]
+    fn until(&mut self, entries: &[[u8; INDEX_ENTRY_LEN]], stop: impl Fn(i64) -> bool) -> usize {
+        // Locals, not fields, in the loop: they stay in registers.
+        let (mut valid, mut previous, mut values_len) =
+            (self.valid, self.previous, self.values_len);
+        let mut end = entries.len();
+        for (position, entry) in entries.iter().enumerate() {
+            let (timestamp, size) = index_entry(entry);
+            if stop(timestamp) {
+                end = position;
+                break;
+            }
+            valid &= (timestamp < previous) & (size >= TOMBSTONE_SIZE);
+            // Saturating: a corrupt index must not overflow (it fails the length check).
+            values_len = values_len.saturating_add(value_len(size));
+            previous = timestamp;
+        }
+        (self.valid, self.previous, self.values_len) = (valid, previous, values_len);
+        end
+    }
+}
+
+/// The number of value bytes of an entry of `size` (a tombstone has none), without a branch.
+fn value_len(size: i32) -> usize {
+    // Lossless: a `u32` fits in `usize` on every target RocksDB builds for.
+    size.max(0).unsigned_abs() as usize
+}
+
+/// Walks the index once, validating it, and finds where each of `times` (in descending order)
+/// falls in it: `positions[k]` for `times[k]`.
+///
+/// The entries newer than a time come first (the index is newest first), so one walk passes
+/// the times one after the other, then goes on down to the entry at `min_timestamp`, which ends
+/// the index. Strictly decreasing timestamps that end at `min_timestamp` are all at or above
+/// it, so only the order, the sizes and the end are checked.
+fn scan(bytes: &[u8], times: &[i64], positions: &mut [Position]) -> Option<Scanned> {
     let next_timestamp = super::read_i64(bytes, 0)?;
     let min_timestamp = super::read_i64(bytes, 8)?;
     if min_timestamp < 0 || next_timestamp < min_timestamp {
         return None;
     }
-    let mut previous: Option<i64> = None;
-    let mut newest: Option<(i64, i32)> = None;
-    let mut values_len: usize = 0;
-    let mut count = 0usize;
-    for chunk in bytes.get(HEADER_LEN..)?.chunks_exact(INDEX_ENTRY_LEN) {
-        let timestamp = i64::from_be_bytes(chunk.get(..8)?.try_into().ok()?);
-        let size = i32::from_be_bytes(chunk.get(8..)?.try_into().ok()?);
-        if previous.is_some_and(|p| timestamp >= p)
-            || timestamp < min_timestamp
-            || size < TOMBSTONE_SIZE
-        {
+    let (index, _) = bytes.get(HEADER_LEN..)?.as_chunks::<INDEX_ENTRY_LEN>();
+    let (first, mut rest) = index.split_first()?;
+    // The newest entry has nothing newer to be older than: it may start at `i64::MAX`.
+    let (newest_ts, newest_size) = index_entry(first);
+    if newest_ts < min_timestamp {
+        return None;
+    }
+    let mut walk = Walk {
+        valid: newest_size >= TOMBSTONE_SIZE,
+        previous: newest_ts,
+        values_len: value_len(newest_size),
+    };
+    // Entries walked so far: the newest, then those before `rest`.
+    let mut walked = 1;
+    for (&t, position) in times.iter().zip(positions.iter_mut()) {
+        // Never past the end of the index: stop at `min_timestamp` too.
+        let bound = t.max(min_timestamp);
+        if newest_ts <= bound {
+            *position = Position::default();
+            continue;
+        }
+        let passed = walk.until(rest, |timestamp| timestamp <= bound);
+        walked += passed;
+        rest = rest.get(passed..)?;
+        *position = Position {
+            newer: walked,
+            newer_values: walk.values_len,
+        };
+    }
+    let count = if newest_ts == min_timestamp {
+        1
+    } else {
+        let passed = walk.until(rest, |timestamp| timestamp <= min_timestamp);
+        let (timestamp, size) = index_entry(rest.get(passed)?);
+        if timestamp != min_timestamp || timestamp >= walk.previous || size < TOMBSTONE_SIZE {
             return None;
         }
-        f(timestamp, size);
-        newest.get_or_insert((timestamp, size));
-        values_len = values_len.checked_add(usize::try_from(size).unwrap_or(0))?;
-        previous = Some(timestamp);
-        count += 1;
-        if timestamp == min_timestamp {
-            let values_start = HEADER_LEN + INDEX_ENTRY_LEN * count;
-            if values_start.checked_add(values_len)? != bytes.len() {
-                return None;
-            }
-            let degenerate = count == 1 && newest == Some((next_timestamp, TOMBSTONE_SIZE));
-            let (newest_ts, _) = newest?;
-            if newest_ts >= next_timestamp && !degenerate {
-                return None;
-            }
-            return Some(Scanned {
-                next_timestamp,
-                min_timestamp,
-                values_start,
-                degenerate,
-            });
-        }
+        walk.values_len = walk.values_len.saturating_add(value_len(size));
+        walked + passed + 1
+    };
+    let values_start = HEADER_LEN + INDEX_ENTRY_LEN * count;
+    if !walk.valid || values_start.checked_add(walk.values_len)? != bytes.len() {
+        return None;
     }
-    None
+    let degenerate = count == 1 && newest_ts == next_timestamp && newest_size == TOMBSTONE_SIZE;
+    if newest_ts >= next_timestamp && !degenerate {
+        return None;
+    }
+    Some(Scanned {
+        next_timestamp,
+        min_timestamp,
+        values_start,
+        degenerate,
+    })
 }
 
 /// Applies appends by copying: the new index entries, then the base's index and values as
@@ -436,7 +525,7 @@ fn apply_appends<'o>(
     operands: impl Iterator<Item = &'o [u8]>,
 ) -> Option<Vec<u8>> {
     let scanned = match base {
-        Some(bytes) => Some(scan(bytes, |_, _| {})?),
+        Some(bytes) => Some(scan(bytes, &[], &mut [])?),
         None => None,
     };
     let mut next = scanned.as_ref().map(|s| s.next_timestamp);
@@ -527,15 +616,8 @@ pub(crate) enum Lookup<'a> {
     },
 }
 
-/// Reads the version valid at `t` straight from the encoded row. The 16-byte header decides
-/// `After` and `Before`; `Found` walks the index once, without allocating, validating the whole
-/// row as [`SegmentRow::decode`] does (the value offsets come from the row's end: the newest
-/// value ends the row).
-pub(crate) fn lookup<'a>(
-    bytes: &'a [u8],
-    t: i64,
-    location: &dyn Fn() -> String,
-) -> Result<Lookup<'a>> {
+/// A row's 16-byte header: `(next_timestamp, min_timestamp)`.
+fn header(bytes: &[u8], location: &dyn Fn() -> String) -> Result<(i64, i64)> {
     let corrupt = |detail: String| Error::corrupt(location(), detail);
     let (Some(next_timestamp), Some(min_timestamp)) =
         (super::read_i64(bytes, 0), super::read_i64(bytes, 8))
@@ -550,51 +632,58 @@ pub(crate) fn lookup<'a>(
             "header has min_timestamp {min_timestamp} and next_timestamp {next_timestamp}"
         )));
     }
+    Ok((next_timestamp, min_timestamp))
+}
+
+/// What the header alone says about `t` (`None`: the row holds the answer).
+fn from_header<'a>((next_timestamp, min_timestamp): (i64, i64), t: i64) -> Option<Lookup<'a>> {
     if next_timestamp <= t {
-        return Ok(Lookup::After);
+        Some(Lookup::After)
+    } else if min_timestamp > t {
+        Some(Lookup::Before { min_timestamp })
+    } else {
+        None
     }
-    if min_timestamp > t {
-        return Ok(Lookup::Before { min_timestamp });
+}
+
+/// The error for a row that [`scan`] refused: the precise complaint comes from the full
+/// decoder.
+fn refused(bytes: &[u8], location: &dyn Fn() -> String) -> Error {
+    match SegmentRow::decode(bytes, location) {
+        Err(error) => error,
+        Ok(_) => Error::corrupt(location(), "the row's index and values disagree"),
     }
-    // One pass over the index: the first entry at or before `t` is the answer; the sizes of the
-    // entries before it place its value; `scan` checks the whole row.
-    let mut newer_values: usize = 0;
-    let mut previous: Option<i64> = None;
-    let mut found: Option<(i64, i64, i32, usize)> = None;
-    let scanned = scan(bytes, |timestamp, size| {
-        if found.is_none() {
-            if timestamp <= t {
-                found = Some((
-                    timestamp,
-                    previous.unwrap_or(next_timestamp),
-                    size,
-                    newer_values,
-                ));
-            } else {
-                newer_values = newer_values.saturating_add(usize::try_from(size).unwrap_or(0));
-            }
-        }
-        previous = Some(timestamp);
-    });
-    let (Some(scanned), Some((timestamp, valid_to, size, newer_values))) = (scanned, found) else {
-        // The precise complaint comes from the full decoder.
-        return Err(match SegmentRow::decode(bytes, location) {
-            Err(error) => error,
-            Ok(_) => corrupt(format!(
-                "no index entry reaches min_timestamp {min_timestamp}"
-            )),
-        });
+}
+
+/// The version at `position` of a row that [`scan`] validated.
+fn found_at<'a>(
+    bytes: &'a [u8],
+    scanned: &Scanned,
+    position: Position,
+    location: &dyn Fn() -> String,
+) -> Result<Lookup<'a>> {
+    let entry = |i: usize| {
+        let (index, _) = bytes.get(HEADER_LEN..scanned.values_start)?.as_chunks();
+        index.get(i).map(index_entry)
+    };
+    let Some((timestamp, size)) = entry(position.newer) else {
+        return Err(refused(bytes, location));
+    };
+    let valid_to = match position.newer.checked_sub(1) {
+        Some(newer) => entry(newer).map_or(scanned.next_timestamp, |(t, _)| t),
+        None => scanned.next_timestamp,
     };
     let value = match usize::try_from(size) {
         Ok(len) => {
-            let end = bytes.len() - newer_values;
+            let end = bytes.len().saturating_sub(position.newer_values);
             let start = end
                 .checked_sub(len)
                 .filter(|&start| start >= scanned.values_start)
                 .ok_or_else(|| {
-                    corrupt(format!(
-                        "value of the version at {timestamp} is out of the row"
-                    ))
+                    Error::corrupt(
+                        location(),
+                        format!("value of the version at {timestamp} is out of the row"),
+                    )
                 })?;
             Some(bytes.get(start..end).unwrap_or_default())
         }
@@ -605,6 +694,63 @@ pub(crate) fn lookup<'a>(
         valid_to,
         value,
     })
+}
+
+/// Reads the version valid at `t` straight from the encoded row. The 16-byte header decides
+/// `After` and `Before`; `Found` walks the index once, without allocating, validating the whole
+/// row as [`SegmentRow::decode`] does (the value offsets come from the row's end: the newest
+/// value ends the row).
+pub(crate) fn lookup<'a>(
+    bytes: &'a [u8],
+    t: i64,
+    location: &dyn Fn() -> String,
+) -> Result<Lookup<'a>> {
+    if let Some(answer) = from_header(header(bytes, location)?, t) {
+        return Ok(answer);
+    }
+    let mut position = [Position::default()];
+    let Some(scanned) = scan(bytes, &[t], &mut position) else {
+        return Err(refused(bytes, location));
+    };
+    found_at(bytes, &scanned, position[0], location)
+}
+
+/// [`lookup`] of every one of `times` in one row: `f(k, lookup of times[k])`, in any order.
+/// The row is walked and validated once for all of them (a batch often reads a hot key at
+/// many times), and no answer from the index is given before the whole row is checked.
+pub(crate) fn lookup_each<'a>(
+    bytes: &'a [u8],
+    times: &[i64],
+    location: &dyn Fn() -> String,
+    mut f: impl FnMut(usize, Lookup<'a>) -> Result<()>,
+) -> Result<()> {
+    match times {
+        [] => return Ok(()),
+        [t] => return f(0, lookup(bytes, *t, location)?),
+        _ => {}
+    }
+    let header = header(bytes, location)?;
+    // The times the row holds, newest first, as `(t, k)`.
+    let mut inside: Vec<(i64, usize)> = Vec::new();
+    for (k, &t) in times.iter().enumerate() {
+        match from_header(header, t) {
+            Some(answer) => f(k, answer)?,
+            None => inside.push((t, k)),
+        }
+    }
+    if inside.is_empty() {
+        return Ok(());
+    }
+    inside.sort_unstable_by(|a, b| b.cmp(a));
+    let sorted: Vec<i64> = inside.iter().map(|&(t, _)| t).collect();
+    let mut positions = vec![Position::default(); sorted.len()];
+    let Some(scanned) = scan(bytes, &sorted, &mut positions) else {
+        return Err(refused(bytes, location));
+    };
+    for (&(_, k), &position) in inside.iter().zip(&positions) {
+        f(k, found_at(bytes, &scanned, position, location)?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -997,6 +1143,84 @@ mod tests {
                 Lookup::Found { timestamp: r.entries()[i].timestamp, valid_to: r.valid_to(i), value: r.entries()[i].value }
             };
             prop_assert_eq!(lookup(&bytes, t, &loc).ok(), Some(expected));
+        }
+
+        /// A row with bytes overwritten (or cut short) is read by `lookup` exactly as the full
+        /// decoder reads it: the same answer when it decodes, an error when it does not,
+        /// except where the 16-byte header alone answers.
+        #[test]
+        fn lookup_checks_what_decode_checks(
+            (next, entries) in arb_row(),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+            t in 0i64..1_100_000,
+        ) {
+            let r = SegmentRow {
+                next_timestamp: next,
+                entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+            };
+            let mut bytes = r.encode();
+            for (at, byte) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut.index(bytes.len()));
+            }
+            let looked = lookup(&bytes, t, &loc);
+            match SegmentRow::decode(&bytes, &loc) {
+                Ok(decoded) => {
+                    let expected = if decoded.next_timestamp() <= t {
+                        Lookup::After
+                    } else if decoded.min_timestamp() > t {
+                        Lookup::Before { min_timestamp: decoded.min_timestamp() }
+                    } else {
+                        let i = decoded.find(t).expect("covered");
+                        Lookup::Found {
+                            timestamp: decoded.entries()[i].timestamp,
+                            valid_to: decoded.valid_to(i),
+                            value: decoded.entries()[i].value,
+                        }
+                    };
+                    prop_assert_eq!(looked.ok(), Some(expected));
+                }
+                Err(_) => prop_assert!(
+                    !matches!(looked, Ok(Lookup::Found { .. })),
+                    "lookup found {:?} in a row that does not decode", looked
+                ),
+            }
+        }
+
+        /// `lookup_each` answers every time as `lookup` does, and fails when one of them fails.
+        #[test]
+        fn lookup_each_agrees_with_lookup(
+            (next, entries) in arb_row(),
+            edit in proptest::option::of((any::<prop::sample::Index>(), any::<u8>())),
+            times in proptest::collection::vec(0i64..1_100_000, 0..6),
+        ) {
+            let r = SegmentRow {
+                next_timestamp: next,
+                entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+            };
+            let mut bytes = r.encode();
+            if let Some((at, byte)) = edit {
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+            }
+            let one_by_one: Result<Vec<Lookup<'_>>> =
+                times.iter().map(|&t| lookup(&bytes, t, &loc)).collect();
+            let mut each = vec![None; times.len()];
+            let all = lookup_each(&bytes, &times, &loc, |k, found| {
+                assert!(each[k].replace(found).is_none(), "time {k} answered twice");
+                Ok(())
+            });
+            match one_by_one {
+                Ok(expected) => {
+                    prop_assert!(all.is_ok());
+                    prop_assert_eq!(each, expected.into_iter().map(Some).collect::<Vec<_>>());
+                }
+                Err(_) => prop_assert!(all.is_err()),
+            }
         }
 
         #[test]
