@@ -11,5 +11,6 @@ project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_t
 build = project["build-system"]["requires"]
 meta = project["project"]
 extras = meta.get("optional-dependencies", {})
-for requirement in [*build, *meta["dependencies"], *extras.get("dev", []), *extras.get("spark", [])]:
+groups = [build, meta["dependencies"], extras.get("dev", []), extras.get("spark", [])]
+for requirement in [r for group in groups for r in group]:
     print(requirement)

@@ -226,19 +226,7 @@ impl<'a> SegmentRow<'a> {
     /// Decodes and validates a row; `location` names it in errors.
     pub(crate) fn decode(bytes: &'a [u8], location: &dyn Fn() -> String) -> Result<Self> {
         let corrupt = |detail: String| Error::corrupt(location(), detail);
-        let (Some(next_timestamp), Some(min_timestamp)) =
-            (super::read_i64(bytes, 0), super::read_i64(bytes, 8))
-        else {
-            return Err(corrupt(format!(
-                "row of {} bytes is shorter than its 16-byte header",
-                bytes.len()
-            )));
-        };
-        if min_timestamp < 0 || next_timestamp < min_timestamp {
-            return Err(corrupt(format!(
-                "header has min_timestamp {min_timestamp} and next_timestamp {next_timestamp}"
-            )));
-        }
+        let (next_timestamp, min_timestamp) = header(bytes, location)?;
         // Walk the index: (timestamp, size) pairs until the oldest entry.
         let mut index: Vec<(i64, i32)> = Vec::new();
         let mut offset = HEADER_LEN;
