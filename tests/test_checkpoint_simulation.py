@@ -44,9 +44,9 @@ from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, fa
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, LineageFiles
 from verstore.checkpoint.survey import verify_partition
-from verstore.reader import read_partition, resolve
 from verstore.exceptions import FencedError
 from verstore.location import Location
+from verstore.reader import read_partition, resolve
 
 RETENTION_MS = 40
 SEGMENT_MS = 10

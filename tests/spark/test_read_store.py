@@ -56,11 +56,11 @@ def table_model(batches: list[Batch]) -> dict[tuple[Any, ...], list[dict[str, An
     return model
 
 
+COLUMNS = ("region", "item", "price", "currency", "seq", "valid_from", "valid_to")
+
+
 def rows_of(df: Any) -> list[tuple[Any, ...]]:
-    return sorted(
-        (r["region"], r["item"], r["price"], r["currency"], r["seq"], r["valid_from"], r["valid_to"])
-        for r in df.toArrow().to_pylist()
-    )
+    return sorted(tuple(r[c] for c in COLUMNS) for r in df.toArrow().to_pylist())
 
 
 def expected(model: dict[tuple[Any, ...], list[dict[str, Any]]], as_of: int | None) -> list[Any]:
@@ -154,12 +154,8 @@ def test_bad_requests_name_the_problem(spark: Any, written: Any) -> None:
     with pytest.raises(MissingVersionError, match="holds no state"):
         verstore.spark.read_store(spark, "nope", checkpoint_root=str(root))
     with pytest.raises(ValueError, match="with history=True use from_time"):
-        verstore.spark.read_store(
-            spark, "asof", checkpoint_root=str(root), history=True, as_of=3
-        )
+        verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), history=True, as_of=3)
     with pytest.raises(ValueError, match="prefix cannot be combined"):
-        verstore.spark.read_store(
-            spark, "asof", checkpoint_root=str(root), prefix=(1,), start=(1,)
-        )
+        verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), prefix=(1,), start=(1,))
     with pytest.raises(ValueError, match="a key bound has 1 to 2 values"):
         verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), prefix=(1, "a", 3))
