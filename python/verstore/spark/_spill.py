@@ -125,6 +125,23 @@ class RowBuffer(_Spilling):
             yield from _read(path)
         yield from self._memory
 
+    def chunks(self, max_rows: int = READ_ROWS * 4) -> Iterator[Any]:
+        """The rows in arrival order, consecutive batches joined into chunks of up to
+        ``max_rows`` rows (a batch larger than that comes whole): fewer, larger batch calls.
+        A chunk is a copy of its rows, so at most one chunk's worth of memory is added."""
+        import pyarrow as pa
+
+        held: list[Any] = []
+        rows = 0
+        for batch in self.batches():
+            if held and rows + batch.num_rows > max_rows:
+                yield held[0] if len(held) == 1 else pa.concat_batches(held)
+                held, rows = [], 0
+            held.append(batch)
+            rows += batch.num_rows
+        if held:
+            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+
 
 class ExternalSorter(_Spilling):
     """Rows ordered by their binary :data:`SORT_KEY` column, in bounded memory.
