@@ -125,20 +125,23 @@ class RowBuffer(_Spilling):
             yield from _read(path)
         yield from self._memory
 
-    def chunks(self, max_rows: int = READ_ROWS * 4) -> Iterator[Any]:
+    def chunks(self, max_rows: int = READ_ROWS * 4, max_bytes: int | None = None) -> Iterator[Any]:
         """The rows in arrival order, consecutive batches joined into chunks of up to
-        ``max_rows`` rows (a batch larger than that comes whole): fewer, larger batch calls.
-        A chunk is a copy of its rows, so at most one chunk's worth of memory is added."""
+        ``max_rows`` rows and ``max_bytes`` bytes (default: this buffer's share of the budget;
+        a batch larger than that comes whole): fewer, larger batch calls. A chunk is a copy of
+        its rows, so this adds at most one chunk's worth of memory."""
         import pyarrow as pa
 
+        limit = self._limit if max_bytes is None else max_bytes
         held: list[Any] = []
-        rows = 0
+        rows = size = 0
         for batch in self.batches():
-            if held and rows + batch.num_rows > max_rows:
+            if held and (rows + batch.num_rows > max_rows or size + batch.nbytes > limit):
                 yield held[0] if len(held) == 1 else pa.concat_batches(held)
-                held, rows = [], 0
+                held, rows, size = [], 0, 0
             held.append(batch)
             rows += batch.num_rows
+            size += batch.nbytes
         if held:
             yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
