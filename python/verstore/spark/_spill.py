@@ -232,4 +232,4 @@ def _merge(runs: list[Iterator[Any]], schema: Any) -> Iterator[Any]:
         yield from table.combine_chunks().to_batches()
 
 
-__all__ = ["SORT_KEY", "ExternalSorter", "RowBuffer", "SpillArea"]
+__all__ = ["READ_ROWS", "SORT_KEY", "ExternalSorter", "RowBuffer", "SpillArea"]

@@ -30,7 +30,7 @@ from typing import Any
 from verstore.spark import _args as A
 from verstore.spark import _kernels as K
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
-from verstore.spark._spill import SORT_KEY, ExternalSorter, RowBuffer
+from verstore.spark._spill import READ_ROWS, SORT_KEY, ExternalSorter, RowBuffer
 
 VALID_FROM = "table_valid_from"
 VALID_TO = "table_valid_to"
@@ -254,6 +254,8 @@ class _AsofPartition:
     stored_schema: Any  # pyarrow.Schema of the stored columns (values, then tie-breakers)
     tolerance_ms: int | None = None
     strict: bool = False
+    #: Stream rows per ``get_batch`` at most (the store reads each distinct key once a call).
+    lookup_rows: int = READ_ROWS * 4
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
@@ -274,7 +276,7 @@ class _AsofPartition:
         for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
             ctx.metrics.expired(self._apply(store, chunk))
         # Whole chunks per get_batch: the store reads each distinct key once per call.
-        for rows in lookups.chunks():
+        for rows in lookups.chunks(self.lookup_rows):
             yield self._lookup(store, rows)
 
     def _lookup_columns(self) -> list[str]:
