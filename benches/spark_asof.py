@@ -15,6 +15,10 @@ The sink collects each batch to the driver (``toArrow``). Throughput is stream r
 summed ``triggerExecution`` of batches 1.. (batch 0 also starts Python workers). The two joins
 are checked against a pandas ``merge_asof`` oracle per batch (orders of the batch against every
 price update so far); the pass-through is checked to return every order.
+
+``python benches/spark_asof.py [--keys K --rows R --batches B]`` profiles instead: it times one
+partition's micro-batches of the join outside Spark, phase by phase, against the pass-through's
+partition function on the same rows (:func:`profile_partition`).
 """
 
 from __future__ import annotations
@@ -348,3 +352,168 @@ def run(
     stream_rows = sum(batches[p["batchId"]].orders.num_rows for p in timed)
     problems = check(batches, outputs, joins=name != "passthrough")
     return Result(stream_rows / max(seconds, 1e-9), stream_rows, seconds, problems)
+
+
+# --- one partition outside Spark -----------------------------------------------------------------
+
+
+class _TimedStore:
+    """A store whose batch calls add their time to ``timings``."""
+
+    def __init__(self, store: Any, timings: dict[str, float]) -> None:
+        self._store, self._timings = store, timings
+
+    def __getattr__(self, name: str) -> Any:
+        import time
+
+        method = getattr(self._store, name)
+        if name not in ("get_batch", "put_batch"):
+            return method
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                self._timings[name] = self._timings.get(name, 0.0) + spent
+
+        return timed
+
+
+def profile_partition(
+    scale: Scale, partitions: int = 4, partition: int = 0
+) -> list[dict[str, float]]:
+    """Times one partition's micro-batches of ``asof_join`` outside Spark, with the code its
+    tasks run (``_runtime._partition_stores`` and the join's partition function, on a real
+    checkpoint in a temporary directory), and the pass-through's partition function on the same
+    input: what the join's Python worker does beyond the floor, without Spark and its noise.
+
+    The partition holds the keys whose CRC-32 falls in it (not Spark's murmur3: the load per
+    partition is what matters), as 10 000-row Arrow batches, as Spark hands them over.
+
+    Returns:
+        Per micro-batch: ``rows`` (input rows), and milliseconds: ``open`` (opening the
+        store), ``function`` (the partition function, including) ``put_batch`` and
+        ``get_batch``, ``commit`` (metrics, flush, changelog, close), ``task`` (all of it) and
+        ``floor`` (the pass-through's function).
+    """
+    import tempfile
+    import time
+    import zlib
+    from contextlib import contextmanager
+
+    import pyarrow.compute as pc
+    from verstore.spark import _args as A
+    from verstore.spark import _runtime as R
+    from verstore.spark._conf import TaskConf
+    from verstore.spark._spill import RowBuffer, SpillArea
+    from verstore.spark.joins import _AsofPartition
+
+    def tagged(batch: Batch) -> list[pa.RecordBatch]:
+        def mine(table: pa.Table) -> pa.Table:
+            symbols = table.column("symbol").to_pylist()
+            keep = [zlib.crc32(s.encode()) % partitions == partition for s in symbols]
+            return table.filter(pa.array(keep))
+
+        o, p = mine(batch.orders), mine(batch.prices)
+        stream = {
+            "side": pa.array(np.ones(o.num_rows, np.int8)),
+            "k": o["symbol"],
+            "t": o["order_ts"],
+            "order_id": o["order_id"],
+            "quantity": o["quantity"],
+            "price": pa.nulls(o.num_rows, pa.float64()),
+        }
+        table = {
+            "side": pa.array(np.zeros(p.num_rows, np.int8)),
+            "k": p["symbol"],
+            "t": p["price_ts"],
+            "order_id": pa.nulls(p.num_rows, pa.int64()),
+            "quantity": pa.nulls(p.num_rows, pa.int64()),
+            "price": p["price"],
+        }
+        both = pa.concat_tables([pa.table(table), pa.table(stream)]).combine_chunks()
+        return both.to_batches(max_chunksize=10_000)
+
+    # The join's shuffled columns (side 0 = table, 1 = stream; the key and the long time are
+    # shuffled once, see asof_join) and the pass-through's (side 0 = order).
+    join_names = ["__vs_side", "__vs_k0", "__vs_t", "__vs_s0", "__vs_s3", "__vs_v0"]
+    floor_names = ["side", "symbol", "t", "order_id", "quantity", "price"]
+    fn = _AsofPartition(
+        store="bench_asof",
+        keys=["__vs_k0"],
+        stream_cols=["__vs_s0", "__vs_k0", "__vs_t", "__vs_s3"],
+        values=["__vs_v0"],
+        tie_breakers=[],
+        out_names=OUT_COLUMNS,
+        inner=False,
+        stored_schema=pa.schema([pa.field("__vs_v0", pa.float64())]),
+    )
+    layout = A.column_layout(
+        pa.schema([pa.field("symbol", pa.string())]), pa.schema([pa.field("price", pa.float64())])
+    )
+    specs = {"bench_asof": R.StoreSpec(history_retention_ms=7 * 86_400_000, columns=layout)}
+    stores = contextmanager(R._partition_stores)
+    root = Path(tempfile.mkdtemp(prefix="verstore-profile-"))
+    out = []
+    try:
+        for b, batch in enumerate(generate(scale)):
+            inputs = tagged(batch)
+            conf = TaskConf(
+                checkpoint_root=str(root / "checkpoint"),
+                storage_options={},
+                local_dir=str(root / "local"),
+                batch_id=b,
+                partition=partition,
+                query_id="profile",
+                snapshot_interval=10,
+                min_versions_to_retain=100,
+                lock_timeout_s=60.0,
+                memory_limit_bytes=512 << 20,
+            )
+            timings: dict[str, float] = {}
+            t0 = time.perf_counter()
+            with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
+                output = RowBuffer(spill, share=0.25)
+                with stores(conf, specs, partitions, spill) as ctx:
+                    t1 = time.perf_counter()
+                    ctx.stores["bench_asof"] = _TimedStore(ctx.store("bench_asof"), timings)
+                    for result in fn(ctx, iter(x.rename_columns(join_names) for x in inputs)):
+                        output.add(result)
+                    t2 = time.perf_counter()
+                t3 = time.perf_counter()
+                list(output.batches())
+            t4 = time.perf_counter()
+            floor = [  # the pass-through's sides are the other way round
+                x.rename_columns(floor_names).set_column(
+                    0, "side", pc.subtract(pa.scalar(1, pa.int8()), x.column(0))
+                )
+                for x in inputs
+            ]
+            t5 = time.perf_counter()
+            for _ in _passthrough_partition(iter(floor)):
+                pass
+            t6 = time.perf_counter()
+            spans = {"open": t1 - t0, "function": t2 - t1, "commit": t3 - t2, "task": t4 - t0}
+            spans |= timings
+            spans["floor"] = t6 - t5
+            out.append(
+                {"batch": b, "rows": sum(x.num_rows for x in inputs)}
+                | {k: round(v * 1000, 1) for k, v in spans.items()}
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=profile_partition.__doc__)
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=600_000)
+    parser.add_argument("--batches", type=int, default=4)
+    args = parser.parse_args()
+    for row in profile_partition(Scale(args.keys, args.rows, args.batches)):
+        print("  ".join(f"{k}={v}" for k, v in row.items()))

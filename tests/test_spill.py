@@ -71,6 +71,31 @@ def test_a_row_buffer_spills_past_its_budget_and_gives_rows_back_in_order(tmp_pa
         assert [r for b in buffer.batches() for r in b.to_pylist()] == rows
 
 
+@pytest.mark.parametrize("budget", [UNBOUNDED, 10_000])
+def test_row_buffer_chunks_join_batches_in_order_up_to_max_rows(
+    tmp_path: Path, budget: int
+) -> None:
+    schema = pa.schema([("i", pa.int64()), ("s", pa.string())])
+    rows = [{"i": i, "s": "x" * (i % 17)} for i in range(5_000)]
+    with SpillArea(tmp_path, budget) as area:
+        buffer = RowBuffer(area)
+        for batch in batches_of(rows, schema, 333):
+            buffer.add(batch)
+        assert (area.spilled_bytes > 0) == (budget != UNBOUNDED)
+        chunks = list(buffer.chunks(max_rows=1_000, max_bytes=1 << 30))
+        assert [r for c in chunks for r in c.to_pylist()] == rows
+        assert [c.num_rows for c in chunks] == [999] * 5 + [5]  # 3 batches of 333 a chunk
+        # by default a chunk is at most the buffer's share of the budget
+        default = list(buffer.chunks())
+        assert [r for c in default for r in c.to_pylist()] == rows
+        assert len(default) == (1 if budget == UNBOUNDED else 15)  # the 5-row tail joins
+        whole = list(buffer.chunks(max_rows=10_000, max_bytes=1 << 30))
+        assert [c.num_rows for c in whole] == [5_000]
+        small = list(buffer.chunks(max_rows=10_000, max_bytes=8_000))  # bytes bound too
+        assert [r for c in small for r in c.to_pylist()] == rows
+        assert len(small) == 15  # one 333-row batch is 6.6 kB: no two fit in 8 kB
+
+
 def test_whole_runs_never_splits_a_run_across_chunks() -> None:
     values = sorted(random.Random(5).choices(range(20), k=500))
     chunks = [pa.record_batch({"g": values[i : i + 7]}) for i in range(0, 500, 7)]

@@ -12,10 +12,13 @@ import verstore.spark
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)
+    OUT_COLUMNS,
     Collector,
     gen_join,
+    gen_oracle,
     gen_schemas,
     generate,
+    normalized,
     run_available_now,
     write_batches,
 )
@@ -61,3 +64,34 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
         rows = [r for r in mine if r["batch_id"] == b]
         assert sum(r["rows_put"] for r in rows) == m.rows_put
         assert sum(r["latest_keys"] for r in rows) == m.latest_keys
+
+
+def test_progress_metrics_off_leaves_the_progress_and_keeps_partition_metrics(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "verstore"
+    verstore.spark.configure(
+        spark, str(root), local_dir=str(tmp_path / "local"), progress_metrics=False
+    )
+    try:
+        batches = generate(94, batches=2)
+        _, stream_pa, _, table_pa = gen_schemas(False)
+        write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+        sink = Collector()
+        query = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", sink)
+    finally:
+        verstore.spark.configure(spark, str(root), local_dir=str(tmp_path / "local"))
+    assert all("verstore.asof" not in p.observedMetrics for p in query.recentProgress)
+    expected = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    batch_ids = {p.batchId for p in query.recentProgress}
+    per_partition = verstore.spark.partition_metrics("verstore.asof").to_pylist()
+    mine = [r for r in per_partition if r["batch_id"] in batch_ids][-4:]
+    assert sorted((r["batch_id"], r["partition"]) for r in mine) == [
+        (b, p) for b in range(2) for p in (0, 1)
+    ]
+
+
+def test_configure_refuses_a_progress_metrics_that_is_not_a_bool(spark: Any) -> None:
+    with pytest.raises(TypeError, match="progress_metrics"):
+        verstore.spark.configure(spark, "/tmp/x", progress_metrics="no")  # type: ignore[arg-type]

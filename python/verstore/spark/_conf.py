@@ -20,6 +20,7 @@ SNAPSHOT_INTERVAL = PREFIX + "snapshotInterval"
 MIN_VERSIONS_TO_RETAIN = PREFIX + "minVersionsToRetain"
 LOCK_TIMEOUT_S = PREFIX + "lockTimeoutSeconds"
 MEMORY_LIMIT_MB = PREFIX + "memoryLimitMb"
+PROGRESS_METRICS = PREFIX + "progressMetrics"
 DEFAULT_MEMORY_LIMIT_MB = 512
 
 
@@ -33,6 +34,7 @@ def configure(
     min_versions_to_retain: int | None = None,
     lock_timeout_s: float | None = None,
     memory_limit_mb: int | None = None,
+    progress_metrics: bool | None = None,
 ) -> None:
     """Points verstore at a checkpoint location for this Spark session.
 
@@ -56,6 +58,10 @@ def configure(
             until the commit), beyond which it spills to ``local_dir``; half for its open
             stores' own memory (RocksDB memtables and the cache of latest values), shared among
             them. RocksDB's block cache is one per Python worker, apart (docs/spark.md, sizing).
+        progress_metrics: Whether partition-mode queries built after this call report their
+            store metrics in the query progress (``observedMetrics``; default True). Spark's
+            ``observe`` costs every output row some time (docs/spark.md, metrics); with False
+            the metrics are still collected per partition (``partition_metrics``).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
@@ -68,6 +74,8 @@ def configure(
         or memory_limit_mb < 1
     ):
         raise ValueError(f"memory_limit_mb must be an int >= 1, got {memory_limit_mb!r}")
+    if progress_metrics is not None and not isinstance(progress_metrics, bool):
+        raise TypeError(f"progress_metrics must be a bool, got {progress_metrics!r}")
     CheckpointOptions(
         snapshot_interval=10 if snapshot_interval is None else snapshot_interval,
         min_versions_to_retain=100 if min_versions_to_retain is None else min_versions_to_retain,
@@ -81,11 +89,17 @@ def configure(
         (MIN_VERSIONS_TO_RETAIN, min_versions_to_retain),
         (LOCK_TIMEOUT_S, lock_timeout_s),
         (MEMORY_LIMIT_MB, memory_limit_mb),
+        (PROGRESS_METRICS, None if progress_metrics is None else str(progress_metrics).lower()),
     ):
         if value is not None:
             spark.conf.set(key, str(value))
         else:
             spark.conf.unset(key)
+
+
+def progress_metrics_enabled(spark: Any) -> bool:
+    """Whether a query built now reports store metrics in its progress (see configure)."""
+    return str(spark.conf.get(PROGRESS_METRICS, "true")).strip().lower() != "false"
 
 
 @dataclass(frozen=True)

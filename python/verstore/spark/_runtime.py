@@ -21,7 +21,7 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.spark import _metrics
-from verstore.spark._conf import PREFIX, TaskConf
+from verstore.spark._conf import PREFIX, TaskConf, progress_metrics_enabled
 from verstore.spark._metrics import TaskMetrics
 from verstore.spark._spill import RowBuffer, SpillArea
 
@@ -221,6 +221,8 @@ def map_partitions_with_stores(
     out_arrow = to_arrow_schema(user, timezone="UTC")
     name = "verstore." + "+".join(specs)
     accumulator = _metrics.accumulator(df.sparkSession, name)
+    # Spark's observe() costs every output row (docs/spark.md, metrics): it can be turned off.
+    progress = progress_metrics_enabled(df.sparkSession)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         conf = TaskConf.current()
@@ -231,13 +233,18 @@ def map_partitions_with_stores(
                 for batch in fn(ctx, source):
                     output.add(batch)
                 source.require_exhausted()
-            for batch in output.batches():
-                yield _metrics.with_null_metrics(batch)
-            yield _metrics.metrics_row(out_arrow, ctx.metrics)
+            if progress:
+                for batch in output.batches():
+                    yield _metrics.with_null_metrics(batch)
+                yield _metrics.metrics_row(out_arrow, ctx.metrics)
+            else:
+                yield from output.batches()
             accumulator.add(
                 [{"batch_id": ctx.batch_id, "partition": ctx.partition, **ctx.metrics.as_dict()}]
             )
 
+    shuffled = df.repartition(num_partitions, *keys)
+    if not progress:
+        return shuffled.mapInArrow(run, user)
     with_metrics = user.add(_metrics.METRICS, _metrics.spark_type(), True)
-    mapped = df.repartition(num_partitions, *keys).mapInArrow(run, with_metrics)
-    return _metrics.observed(mapped, name)
+    return _metrics.observed(shuffled.mapInArrow(run, with_metrics), name)

@@ -125,6 +125,26 @@ class RowBuffer(_Spilling):
             yield from _read(path)
         yield from self._memory
 
+    def chunks(self, max_rows: int = READ_ROWS * 4, max_bytes: int | None = None) -> Iterator[Any]:
+        """The rows in arrival order, consecutive batches joined into chunks of up to
+        ``max_rows`` rows and ``max_bytes`` bytes (default: this buffer's share of the budget;
+        a batch larger than that comes whole): fewer, larger batch calls. A chunk is a copy of
+        its rows, so this adds at most one chunk's worth of memory."""
+        import pyarrow as pa
+
+        limit = self._limit if max_bytes is None else max_bytes
+        held: list[Any] = []
+        rows = size = 0
+        for batch in self.batches():
+            if held and (rows + batch.num_rows > max_rows or size + batch.nbytes > limit):
+                yield held[0] if len(held) == 1 else pa.concat_batches(held)
+                held, rows, size = [], 0, 0
+            held.append(batch)
+            rows += batch.num_rows
+            size += batch.nbytes
+        if held:
+            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+
 
 class ExternalSorter(_Spilling):
     """Rows ordered by their binary :data:`SORT_KEY` column, in bounded memory.
@@ -212,4 +232,4 @@ def _merge(runs: list[Iterator[Any]], schema: Any) -> Iterator[Any]:
         yield from table.combine_chunks().to_batches()
 
 
-__all__ = ["SORT_KEY", "ExternalSorter", "RowBuffer", "SpillArea"]
+__all__ = ["READ_ROWS", "SORT_KEY", "ExternalSorter", "RowBuffer", "SpillArea"]

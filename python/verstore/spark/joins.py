@@ -30,7 +30,7 @@ from typing import Any
 from verstore.spark import _args as A
 from verstore.spark import _kernels as K
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
-from verstore.spark._spill import SORT_KEY, ExternalSorter, RowBuffer
+from verstore.spark._spill import READ_ROWS, SORT_KEY, ExternalSorter, RowBuffer
 
 VALID_FROM = "table_valid_from"
 VALID_TO = "table_valid_to"
@@ -165,14 +165,19 @@ def asof_join(
     n = A.num_partitions(stream, num_partitions)
 
     keys = [f"__vs_k{i}" for i in range(len(on_cols))]
-    s_names = [f"__vs_s{i}" for i in range(len(stream_cols))]
+    # A stream column that is a key column, or the time column when it already is epoch ms (a
+    # long), is shuffled once: the partition function outputs the key or time column for it.
+    same_as = dict(zip(on_cols, keys, strict=True))
+    if isinstance(s_schema[stream_time].dataType, T.LongType):
+        same_as.setdefault(stream_time, _TIME)
+    s_names = [same_as.get(c, f"__vs_s{i}") for i, c in enumerate(stream_cols)]
     v_names = [f"__vs_v{i}" for i in range(len(value_cols))]
     b_names = [f"__vs_b{i}" for i in range(len(tie_cols))]
     stream_side = stream.select(
         F.lit(_STREAM).cast("byte").alias(_SIDE),
         *[A.col(c).alias(k) for c, k in zip(on_cols, keys, strict=True)],
         s_time_ms.alias(_TIME),
-        *[A.col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True)],
+        *[A.col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True) if c not in same_as],
     )
     table_side = table_updates.select(
         F.lit(_TABLE).cast("byte").alias(_SIDE),
@@ -249,6 +254,8 @@ class _AsofPartition:
     stored_schema: Any  # pyarrow.Schema of the stored columns (values, then tie-breakers)
     tolerance_ms: int | None = None
     strict: bool = False
+    #: Stream rows per ``get_batch`` at most (the store reads each distinct key once a call).
+    lookup_rows: int = READ_ROWS * 4
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
@@ -265,11 +272,16 @@ class _AsofPartition:
                 updates.add(self._compact(table_rows))
             stream_rows = batch.filter(pc.equal(side, _STREAM))
             if stream_rows.num_rows:
-                lookups.add(stream_rows.select([*self.keys, _TIME, *self.stream_cols]))
+                lookups.add(stream_rows.select(self._lookup_columns()))
         for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
             ctx.metrics.expired(self._apply(store, chunk))
-        for rows in lookups.batches():
+        # Whole chunks per get_batch: the store reads each distinct key once per call.
+        for rows in lookups.chunks(self.lookup_rows):
             yield self._lookup(store, rows)
+
+    def _lookup_columns(self) -> list[str]:
+        """The columns a lookup needs, each once (a stream column may be a key or the time)."""
+        return list(dict.fromkeys([*self.keys, _TIME, *self.stream_cols]))
 
     def _stored_columns(self) -> list[str]:
         return [*self.values, *self.tie_breakers]
