@@ -148,8 +148,14 @@ pub(crate) fn db_options(block_cache_bytes: usize, write_buffer_bytes: usize) ->
     options.set_max_background_jobs(2);
     options.set_write_buffer_size(write_buffer_bytes);
     options.set_merge_operator(MERGE_OPERATOR, full_merge, partial_merge);
+    // Every open starts a new info log and renames the old one: a partition store opened once
+    // per micro-batch would otherwise pile up RocksDB's default of 1,000 `LOG.old.*` files.
+    options.set_keep_log_file_num(KEPT_INFO_LOGS);
     options
 }
+
+/// Old RocksDB info logs kept beside the current one.
+const KEPT_INFO_LOGS: usize = 2;
 
 impl RocksBackend {
     pub(crate) fn open(path: &Path, options: RocksOptions) -> Result<Self> {

@@ -218,3 +218,19 @@ fn second_open_of_the_same_path_is_locked() {
     let second = VersionedStore::open(dir.path(), kafka_config()).expect("open after close");
     assert_eq!(second.get(b"k").expect("get"), Some(record("w", 20, U)));
 }
+
+/// A store reopened once per micro-batch keeps a bounded number of RocksDB info logs.
+#[test]
+fn reopening_many_times_keeps_few_info_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for ts in 0..12 {
+        let mut store = VersionedStore::open(dir.path(), kafka_config()).expect("open");
+        store.put(b"k", Some(b"v"), ts).expect("put");
+    }
+    let logs = std::fs::read_dir(dir.path())
+        .expect("list")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("LOG"))
+        .count();
+    assert!(logs <= 3, "{logs} info logs");
+}
