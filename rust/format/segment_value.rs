@@ -1095,6 +1095,24 @@ mod tests {
         }
     }
 
+    /// What `lookup` must answer for `t`, from a decoded row.
+    fn decoded_lookup<'a>(row: &SegmentRow<'a>, t: i64) -> Lookup<'a> {
+        if row.next_timestamp() <= t {
+            Lookup::After
+        } else if row.min_timestamp() > t {
+            Lookup::Before {
+                min_timestamp: row.min_timestamp(),
+            }
+        } else {
+            let i = row.find(t).expect("covered");
+            Lookup::Found {
+                timestamp: row.entries()[i].timestamp,
+                valid_to: row.valid_to(i),
+                value: row.entries()[i].value,
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn merged_appends_equal_append_newest(
@@ -1122,15 +1140,7 @@ mod tests {
                 entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
             };
             let bytes = r.encode();
-            let expected = if r.next_timestamp() <= t {
-                Lookup::After
-            } else if r.min_timestamp() > t {
-                Lookup::Before { min_timestamp: r.min_timestamp() }
-            } else {
-                let i = r.find(t).expect("covered");
-                Lookup::Found { timestamp: r.entries()[i].timestamp, valid_to: r.valid_to(i), value: r.entries()[i].value }
-            };
-            prop_assert_eq!(lookup(&bytes, t, &loc).ok(), Some(expected));
+            prop_assert_eq!(lookup(&bytes, t, &loc).ok(), Some(decoded_lookup(&r, t)));
         }
 
         /// A row with bytes overwritten (or cut short) is read by `lookup` exactly as the full
@@ -1158,18 +1168,7 @@ mod tests {
             let looked = lookup(&bytes, t, &loc);
             match SegmentRow::decode(&bytes, &loc) {
                 Ok(decoded) => {
-                    let expected = if decoded.next_timestamp() <= t {
-                        Lookup::After
-                    } else if decoded.min_timestamp() > t {
-                        Lookup::Before { min_timestamp: decoded.min_timestamp() }
-                    } else {
-                        let i = decoded.find(t).expect("covered");
-                        Lookup::Found {
-                            timestamp: decoded.entries()[i].timestamp,
-                            valid_to: decoded.valid_to(i),
-                            value: decoded.entries()[i].value,
-                        }
-                    };
+                    let expected = decoded_lookup(&decoded, t);
                     prop_assert_eq!(looked.ok(), Some(expected));
                 }
                 Err(_) => prop_assert!(

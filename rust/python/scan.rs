@@ -13,8 +13,11 @@ use super::handle::Handle;
 use super::store::PyVersionedStore;
 use crate::{KeyRange, Scan, StoreStats, VersionedStore};
 
-/// A key bound (`start`, `end`, `prefix`): bytes or `None`.
-fn bound(obj: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<Vec<u8>>> {
+/// A key bound argument (`start`, `end`, `prefix`): bytes or `None`.
+type KeyBound<'a, 'py> = Option<&'a Bound<'py, PyAny>>;
+
+/// A key bound's bytes.
+fn bound(obj: KeyBound<'_, '_>, argument: &str) -> PyResult<Option<Vec<u8>>> {
     match obj {
         Some(obj) if !obj.is_none() => obj
             .extract::<PyBackedBytes>()
@@ -25,13 +28,22 @@ fn bound(obj: Option<&Bound<'_, PyAny>>, argument: &str) -> PyResult<Option<Vec<
 }
 
 /// The keys of a scan from its `start`, `end` and `prefix` arguments.
-pub(crate) fn key_range(
-    start: Option<&Bound<'_, PyAny>>,
-    end: Option<&Bound<'_, PyAny>>,
-    prefix: Option<&Bound<'_, PyAny>>,
-) -> PyResult<KeyRange> {
+fn key_range(start: KeyBound, end: KeyBound, prefix: KeyBound) -> PyResult<KeyRange> {
     let (start, end) = (bound(start, "start")?, bound(end, "end")?);
     KeyRange::new(start, end, bound(prefix, "prefix")?).map_err(to_py)
+}
+
+/// The time arguments of scans: an `int` or `None`.
+fn as_of(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    optional_time(Some(obj), "as_of")
+}
+
+fn from_time(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    optional_time(Some(obj), "from_time")
+}
+
+fn to_time(obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    optional_time(Some(obj), "to_time")
 }
 
 /// `batch_rows`: an `int` >= 1 (a `bool` is refused).
@@ -62,14 +74,13 @@ impl PyVersionedStore {
     #[pyo3(signature = (*, start = None, end = None, prefix = None, as_of = None, batch_rows = 65_536))]
     fn scan(
         slf: &Bound<'_, Self>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        as_of: Option<&Bound<'_, PyAny>>,
+        start: KeyBound<'_, '_>,
+        end: KeyBound<'_, '_>,
+        prefix: KeyBound<'_, '_>,
+        #[pyo3(from_py_with = as_of)] as_of: Option<i64>,
         #[pyo3(from_py_with = batch_rows)] batch_rows: usize,
     ) -> PyResult<PyScan> {
         let keys = key_range(start, end, prefix)?;
-        let as_of = optional_time(as_of, "as_of")?;
         begin(slf, |s| s.scan(keys, as_of, batch_rows))
     }
 
@@ -77,17 +88,15 @@ impl PyVersionedStore {
     #[expect(clippy::too_many_arguments, reason = "the Python signature")]
     fn scan_versions(
         slf: &Bound<'_, Self>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        from_time: Option<&Bound<'_, PyAny>>,
-        to_time: Option<&Bound<'_, PyAny>>,
+        start: KeyBound<'_, '_>,
+        end: KeyBound<'_, '_>,
+        prefix: KeyBound<'_, '_>,
+        #[pyo3(from_py_with = from_time)] from_time: Option<i64>,
+        #[pyo3(from_py_with = to_time)] to_time: Option<i64>,
         ascending: bool,
         #[pyo3(from_py_with = batch_rows)] batch_rows: usize,
     ) -> PyResult<PyScan> {
         let keys = key_range(start, end, prefix)?;
-        let from_time = optional_time(from_time, "from_time")?;
-        let to_time = optional_time(to_time, "to_time")?;
         let order = ascending.into();
         begin(slf, |s| {
             s.scan_versions(keys, from_time, to_time, order, batch_rows)
