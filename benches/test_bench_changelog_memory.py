@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from .child import run_json
 
 ROWS = int(os.environ.get("VERSTORE_BENCH_CHANGELOG_ROWS", "200000"))
 
@@ -89,15 +89,7 @@ CHILD = textwrap.dedent(
 
 
 def run_child(phase: str, rows: int, root: Path, local: Path) -> dict[str, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, phase, str(rows), str(root), str(local)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=3600,
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_json(CHILD, phase, rows, root, local)
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")

@@ -12,14 +12,13 @@ size; the figure in docs/spark.md is from 5,000,000).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from .child import run_json
 
 ROWS = int(os.environ.get("VERSTORE_BENCH_MEMORY_ROWS", "200000"))
 BUDGET_MB = 256
@@ -72,15 +71,7 @@ CHILD = textwrap.dedent(
 
 
 def run_child(rows: int, budget_bytes: int, work: Path) -> dict[str, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(rows), str(budget_bytes), str(work)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=3600,
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_json(CHILD, rows, budget_bytes, work)
 
 
 @pytest.mark.benchmark(group="memory")

@@ -13,10 +13,7 @@ The default size is a smoke size; the figure in the closing note of issue 11 is 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -27,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import verstore
+
+from .child import run_json
 
 KEYS = int(os.environ.get("VERSTORE_BENCH_SCAN_KEYS", "200000"))
 BATCH_ROWS = 65_536
@@ -128,15 +127,7 @@ CHILD = textwrap.dedent(
 
 
 def run_child(path: Path, kind: str) -> dict[str, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), kind, str(BATCH_ROWS)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=3600,
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_json(CHILD, path, kind, BATCH_ROWS)
 
 
 @pytest.mark.benchmark(group="scan-memory")

@@ -62,16 +62,7 @@ OPTIONS = CheckpointOptions(
     lock_timeout_s=0,
     replay_chunk_records=3,
 )
-COMMIT_STEPS = (
-    "before_changelog",
-    "after_changelog",
-    "after_local_state",
-    "during_snapshot_upload",
-    "before_manifest",
-    "after_manifest",
-    "before_cleanup",
-    "during_cleanup",
-)
+COMMIT_STEPS = tuple(step for step in faults.STEPS if step != "during_rebuild")
 #: Steps at or after which a crashed commit is durable (the changelog write is the commit).
 DURABLE_FROM = COMMIT_STEPS.index("after_changelog")
 
