@@ -53,6 +53,14 @@ class RawRocks:
         """RocksDB's MultiGet (which sorts the keys itself)."""
         return self.db.get(keys)  # type: ignore[no-any-return]
 
+    def count_found(self, keys: list[bytes], batch_rows: int) -> int:
+        """How many of ``keys`` hold a value, read by ``MultiGet`` in batches of ``batch_rows``."""
+        found = 0
+        for start in range(0, len(keys), batch_rows):
+            values = self.multi_get(keys[start : start + batch_rows])
+            found += sum(1 for v in values if v is not None)
+        return found
+
     def close(self) -> None:
         self.db.close()
 

@@ -124,11 +124,7 @@ def test_as_of_versions_raw_multi_get(benchmark: Any, raw_rows: Any) -> None:
     keys = names.to_pylist()
 
     def run() -> int:
-        found = 0
-        for start in range(0, len(keys), BATCH_ROWS):
-            values = raw.multi_get(keys[start : start + BATCH_ROWS])
-            found += sum(1 for v in values if v is not None)
-        return found
+        return raw.count_found(keys, BATCH_ROWS)
 
     assert benchmark.pedantic(run, rounds=5) == PROBES
     per_row(benchmark, PROBES)

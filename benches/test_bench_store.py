@@ -315,11 +315,7 @@ def test_get_as_of_batch_rocksdict_ceiling(
     keys = workload.probe_keys
 
     def run() -> int:
-        found = 0
-        for start in range(0, len(keys), BATCH_ROWS):
-            values = raw.multi_get(keys[start : start + BATCH_ROWS])
-            found += sum(1 for v in values if v is not None)
-        return found
+        return raw.count_found(keys, BATCH_ROWS)
 
     assert benchmark.pedantic(run, rounds=ROUNDS) == len(keys)
     per_row(benchmark, len(keys))
