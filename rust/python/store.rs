@@ -134,7 +134,8 @@ impl PyVersionedStore {
         let values = arrow::binary_column(values, "values")?;
         arrow::check_same_length("values", values.len(), writes.len())?;
         let codes = self.inner.detached(py, |s| {
-            let codes = s.put_batch(writes.puts(&values))?;
+            let keys = writes.key_slices();
+            let codes = s.put_batch(writes.puts(&keys, &values))?;
             Ok(codes.into_iter().map(crate::PutOutcome::code).collect())
         })?;
         arrow::int64_to_pyarrow(py, codes)
@@ -163,7 +164,8 @@ impl PyVersionedStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let writes = Writes::from_py(keys, timestamps)?;
         let found = self.inner.detached(py, |s| {
-            Ok(s.delete_batch(writes.deletes())?
+            let keys = writes.key_slices();
+            Ok(s.delete_batch(writes.deletes(&keys))?
                 .into_iter()
                 .collect::<RecordColumns>())
         })?;

@@ -135,18 +135,28 @@ impl Writes {
         self.keys.len()
     }
 
-    /// `(key, timestamp)` rows, in order.
-    pub(crate) fn deletes(&self) -> impl ExactSizeIterator<Item = (&[u8], i64)> + Clone {
+    /// The keys as slices, taken once per call: the rows below borrow them, so the core's
+    /// clone of the rows (its validation pass) copies no keys.
+    pub(crate) fn key_slices(&self) -> Vec<&[u8]> {
+        self.keys.slices()
+    }
+
+    /// `(key, timestamp)` rows, in order, over this batch's `key_slices`.
+    pub(crate) fn deletes<'a>(
+        &'a self,
+        keys: &'a [&'a [u8]],
+    ) -> impl ExactSizeIterator<Item = (&'a [u8], i64)> + Clone {
         let times = self.timestamps.values().iter().copied();
-        self.keys.slices().into_iter().zip(times)
+        keys.iter().copied().zip(times)
     }
 
     /// `(key, value, timestamp)` rows, in order; `values` is as long as the keys.
     pub(crate) fn puts<'a>(
         &'a self,
+        keys: &'a [&'a [u8]],
         values: &'a BinaryColumn,
     ) -> impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone {
-        self.deletes()
+        self.deletes(keys)
             .enumerate()
             .map(|(i, (key, time))| (key, values.get(i), time))
     }
