@@ -6,6 +6,15 @@ import json
 import subprocess
 import sys
 
+#: Source of ``peak_rss_mb()`` for child scripts: ``VmHWM``, not ``ru_maxrss``, which keeps the
+#: forking parent's peak across exec.
+PEAK_RSS = """
+def peak_rss_mb():
+    with open("/proc/self/status") as status:
+        line = next(l for l in status if l.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+"""
+
 
 def run_json(script: str, *args: object) -> dict[str, float]:
     """Runs ``script`` with ``args`` in a fresh interpreter; its last line of output is JSON."""

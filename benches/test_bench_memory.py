@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from .child import run_json
+from .child import PEAK_RSS, run_json
 
 ROWS = int(os.environ.get("VERSTORE_BENCH_MEMORY_ROWS", "200000"))
 BUDGET_MB = 256
 
-CHILD = textwrap.dedent(
+CHILD = PEAK_RSS + textwrap.dedent(
     """
-    import json, resource, sys, tempfile, time
+    import json, sys, tempfile, time
     import numpy as np
     import pyarrow as pa
     import verstore
@@ -63,7 +63,7 @@ CHILD = textwrap.dedent(
         for out in fn(ctx, batches()):
             out_rows += out.num_rows
         spilled = area.spilled_bytes
-    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    print(json.dumps({"peak_rss_mb": peak_rss_mb(),
                       "seconds": time.perf_counter() - start, "output_rows": out_rows,
                       "spilled_mb": spilled / 2**20}))
     """

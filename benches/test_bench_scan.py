@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 import verstore
 
-from .child import run_json
+from .child import PEAK_RSS, run_json
 
 KEYS = int(os.environ.get("VERSTORE_BENCH_SCAN_KEYS", "200000"))
 BATCH_ROWS = 65_536
@@ -91,17 +91,11 @@ def test_scan_throughput(benchmark: Any, store_path: Path, kind: str) -> None:
         assert rows == EXPECTED[kind]
 
 
-CHILD = textwrap.dedent(
+CHILD = PEAK_RSS + textwrap.dedent(
     """
     import json, sys, time
     import pyarrow  # batches arrive as pyarrow objects: the baseline imports it too
     import verstore
-
-    def peak_rss_mb():
-        # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec.
-        with open("/proc/self/status") as status:
-            line = next(l for l in status if l.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
 
     path, kind, batch_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = verstore.VersionedStore(path, history_retention_ms=10**12)
