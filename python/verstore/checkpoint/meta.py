@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verstore._core import TUPLE_ENCODING
 from verstore.checkpoint.layout import FORMAT_VERSION, LineageFiles
 from verstore.exceptions import (
     CorruptionError,
@@ -248,8 +249,6 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
 def _check_encoding(name: str, encoding: str) -> None:
     """Keys and values in another version of the tuple encoding would be misread: refused.
     (An encoding of the caller's own is the caller's to check, by name.)"""
-    from verstore._core import TUPLE_ENCODING
-
     family = TUPLE_ENCODING.rsplit("-", 1)[0] + "-"
     if encoding.startswith(family) and encoding != TUPLE_ENCODING:
         raise IncompatibleFormatError(
