@@ -85,9 +85,7 @@ class TaskMetrics:
         self.rebuild_ms += ms if stats.rebuilt else 0
 
     def store_state(self, store: Any) -> None:
-        """Adds an open store's size (before its commit closes it). The store is flushed first
-        (the commit flushes it anyway), so ``disk_bytes`` counts this batch's writes."""
-        store.flush()
+        """Adds an open, flushed store's size (before its commit closes it)."""
         s = store.stats()
         self.latest_keys += s.latest_keys
         self.history_rows += s.history_rows

@@ -129,6 +129,8 @@ def _partition_stores(
         raise
     try:
         for p in opened.values():
+            # The commit's flush, done first so that the size counts this batch's writes.
+            p.store.flush()
             metrics.store_state(p.store)
         metrics.start_commit()
         for p in opened.values():
