@@ -207,6 +207,20 @@ impl Overlay {
             && self.latest_keys.is_none()
     }
 
+    /// Leaves the stream time and the key count out of the write (`store/metadata.rs`):
+    /// returns whether it had them.
+    pub(crate) fn defer_metadata(&mut self) -> bool {
+        let had = self.stream_time_changed || self.latest_keys.is_some();
+        self.stream_time_changed = false;
+        self.latest_keys = None;
+        had
+    }
+
+    /// Adds a write of the store's metadata entry `name` (`None` removes it).
+    pub(crate) fn write_metadata(&mut self, name: &[u8], value: Option<Vec<u8>>) {
+        self.write(storage_key(META_SEGMENT, name), value);
+    }
+
     /// About how many bytes the pending writes hold.
     pub(crate) fn bytes(&self) -> usize {
         self.bytes

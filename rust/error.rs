@@ -42,13 +42,17 @@ pub enum Error {
         requested: i64,
     },
     /// The store on disk uses a format version this build cannot read.
-    #[error("store at {path} has format version {found}, this build reads version {supported}")]
+    #[error(
+        "store at {path} has format version {found}, this build reads versions {oldest} to {supported}"
+    )]
     IncompatibleFormat {
         /// The store directory.
         path: PathBuf,
         /// The stored format version.
         found: u32,
-        /// The version this build writes and reads.
+        /// The oldest version this build reads (and upgrades on open).
+        oldest: u32,
+        /// The version this build writes.
         supported: u32,
     },
     /// Stored bytes do not decode; `location` names the file, key or segment.

@@ -7,8 +7,9 @@
 //! for persistent stores, a `BTreeMap` for the in-memory variant. The retention doubles as the
 //! grace period: a write older than `observed_stream_time − history_retention_ms` is dropped and
 //! reported as [`PutOutcome::Expired`]. Every write — a single put or delete, or a whole batch —
-//! is one atomic backend write that also records the new observed stream time, so reopening a
-//! store gives back exactly the state of the last write that returned.
+//! is one atomic backend write that also records the new observed stream time (or, with the
+//! write-ahead log, defers it: `store/metadata.rs`), so reopening a store gives back exactly the
+//! state of the last write that returned.
 
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,9 @@ use crate::scan::pipe::OpenScans;
 use crate::segments::Segments;
 
 mod inspect;
+mod metadata;
+
+use metadata::Deferral;
 
 /// The largest value the row format can hold (value sizes are `i32`).
 pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
@@ -54,6 +58,8 @@ pub struct VersionedStore {
     lock: Option<File>,
     /// Scans whose threads may still read the backend: ended and awaited on drop.
     scans: OpenScans,
+    /// Whether writes may leave the stream time and key count to a later write (`metadata`).
+    deferral: Deferral,
 }
 
 impl std::fmt::Debug for VersionedStore {
@@ -128,10 +134,13 @@ impl VersionedStore {
         let backend = RocksBackend::open(path, options)?;
         let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
         store.lock = Some(lock);
+        store.recover_metadata()?;
         let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
         store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
         store.load_latest_keys()?;
-        if !options.wal {
+        if options.wal {
+            store.deferral = Deferral::Allowed { marked: false };
+        } else {
             store.buffer = Some(Overlay::default());
             store.buffer_limit = options.write_buffer_bytes / 4;
         }
@@ -159,6 +168,7 @@ impl VersionedStore {
             spool: None,
             lock: None,
             scans: OpenScans::default(),
+            deferral: Deferral::Never,
         }
     }
 
@@ -195,25 +205,23 @@ impl VersionedStore {
     ) -> Result<Self> {
         let stored_format = backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))?;
         let display_path = path.clone().unwrap_or_default();
+        let incompatible = |found| Error::IncompatibleFormat {
+            path: display_path.clone(),
+            found,
+            oldest: meta::OLDEST_READABLE_FORMAT,
+            supported: meta::FORMAT_VERSION,
+        };
         match stored_format {
             None => {
                 if !backend.history_segments()?.is_empty() {
-                    return Err(Error::IncompatibleFormat {
-                        path: display_path,
-                        found: 0,
-                        supported: meta::FORMAT_VERSION,
-                    });
+                    return Err(incompatible(0));
                 }
                 backend.write(&mut initial_metadata(config))?;
             }
             Some(bytes) => {
                 let found = meta::decode_format_version(&bytes)?;
-                if found != meta::FORMAT_VERSION {
-                    return Err(Error::IncompatibleFormat {
-                        path: display_path,
-                        found,
-                        supported: meta::FORMAT_VERSION,
-                    });
+                if !(meta::OLDEST_READABLE_FORMAT..=meta::FORMAT_VERSION).contains(&found) {
+                    return Err(incompatible(found));
                 }
                 let stored = backend
                     .get(&storage_key(META_SEGMENT, meta::CONFIG_KEY))?
@@ -242,6 +250,17 @@ impl VersionedStore {
                         });
                     }
                 }
+                if found < meta::FORMAT_VERSION {
+                    // Version 2 differs only in never deferring its metadata: the number is
+                    // all there is to upgrade, and an older build then refuses the store.
+                    backend.write(&mut WriteSet {
+                        drop_segments: None,
+                        writes: vec![(
+                            storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
+                            Write::Put(meta::encode_format_version()),
+                        )],
+                    })?;
+                }
             }
         }
         let state = load_state(backend.as_ref(), config)?;
@@ -255,6 +274,7 @@ impl VersionedStore {
             spool: None,
             lock: None,
             scans: OpenScans::default(),
+            deferral: Deferral::Never,
         })
     }
 
@@ -417,6 +437,7 @@ impl VersionedStore {
     /// Storage errors.
     pub fn flush(&mut self) -> Result<()> {
         self.write_buffer()?;
+        self.settle_metadata()?;
         self.backend.flush()
     }
 
@@ -426,7 +447,8 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors of the buffer's write.
     pub fn close(mut self) -> Result<()> {
-        self.write_buffer()
+        self.write_buffer()?;
+        self.settle_metadata()
     }
 
     /// Writes a consistent copy of a persistent store into the new directory `dir`.
@@ -435,6 +457,7 @@ impl VersionedStore {
     /// [`Error::InvalidArgument`] for an in-memory store; storage errors.
     pub fn checkpoint(&mut self, dir: &Path) -> Result<()> {
         self.write_buffer()?;
+        self.settle_metadata()?;
         self.backend.checkpoint(dir)
     }
 
@@ -464,26 +487,27 @@ impl VersionedStore {
         let mut txn = Txn::begin(reader, &mut self.state);
         txn.log = self.spool.is_some().then(Log::default);
         let value = work(&mut txn)?;
-        let (writes, log) = txn.finish();
-        match &mut self.buffer {
-            Some(buffer) => {
-                // Written before this transaction joins it: a failed write then fails this call
-                // only, and the buffer keeps what earlier calls were told is written.
-                if buffer.bytes() + writes.bytes() > self.buffer_limit {
-                    std::mem::take(buffer).write_to(
-                        self.backend.as_mut(),
-                        self.cache.as_ref(),
-                        self.state.stream_time,
-                    )?;
-                }
-                buffer.absorb(writes);
-            }
-            None => {
-                writes.write_to(
+        let (mut writes, log) = txn.finish();
+        if let Some(buffer) = &mut self.buffer {
+            // Written before this transaction joins it: a failed write then fails this call
+            // only, and the buffer keeps what earlier calls were told is written.
+            if buffer.bytes() + writes.bytes() > self.buffer_limit {
+                std::mem::take(buffer).write_to(
                     self.backend.as_mut(),
                     self.cache.as_ref(),
                     self.state.stream_time,
                 )?;
+            }
+            buffer.absorb(writes);
+        } else {
+            let marks = self.defer_metadata_of(&mut writes);
+            writes.write_to(
+                self.backend.as_mut(),
+                self.cache.as_ref(),
+                self.state.stream_time,
+            )?;
+            if marks {
+                self.note_marked();
             }
         }
         self.record(log.as_ref());
@@ -492,12 +516,13 @@ impl VersionedStore {
 }
 
 impl Drop for VersionedStore {
-    /// Writes the write buffer (RocksDB then flushes its memtables on close): a store dropped
-    /// without `flush` keeps its writes as a store with a write-ahead log would. A failure here
-    /// has no caller to go to; `flush` first to see it. Open scans are ended, and their threads,
+    /// Writes the write buffer and the deferred metadata (RocksDB then flushes its memtables
+    /// on close): a store dropped without `flush` keeps its writes as a store with a
+    /// write-ahead log would. A failure here has no caller to go to; `flush` first to see it. Open scans are ended, and their threads,
     /// which share the database, awaited.
     fn drop(&mut self) {
         let _ = self.write_buffer();
+        let _ = self.settle_metadata();
         self.scans.close();
     }
 }

@@ -6,8 +6,9 @@ after the call returns. The parent kills it with SIGKILL at some point, reopens 
 compares every read with the reference model replaying exactly the ops up to the last printed
 index; the op in flight at the kill may or may not have been applied, so one of the two
 candidate models must match exactly (docs/semantics.md §2.9: reopening restores every version
-and observed_stream_time; §Q4 on persisting ST). One run kills the child in the middle
-of a large ``put_batch``: the store must then hold a prefix of the batch's rows.
+and observed_stream_time; §Q4 on persisting ST, which the killed store had deferred and its
+reopening recomputes). One run kills the child in the middle of a large ``put_batch``: the
+store must then hold a prefix of the batch's rows.
 """
 
 from __future__ import annotations
@@ -178,7 +179,9 @@ def observe(store: Any, keys: list[bytes], times: range) -> dict[str, Any]:
 
 
 def check_invariants(store: Any, keys: list[bytes], retention: int) -> None:
-    """versions() is sorted and its valid-to chain agrees with point reads."""
+    """versions() is sorted and its valid-to chain agrees with point reads; the store's count
+    of latest values is exact (``keys`` are all the store's keys)."""
+    assert store.stats().latest_keys == sum(store.get(key) is not None for key in keys)
     horizon = store.observed_stream_time - retention
     for key in keys:
         ascending = store.versions(key, ascending=True)

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::{Backend, Usage, Visit, VisitIndexed, Write, WriteSet};
+use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, segment_of};
 use crate::format::segment_value::merge_appends;
@@ -195,6 +195,18 @@ impl Backend for MemoryBackend {
             .segments
             .get(&segment)
             .map_or(0, |map| map.len() as u64))
+    }
+
+    fn visit_segment(&self, segment: i64, visit: &mut VisitEntry<'_>) -> Result<()> {
+        for (key, stored) in self
+            .segments
+            .get(&segment)
+            .into_iter()
+            .flat_map(|map| map.iter())
+        {
+            stored.visit(&mut |value| value.map_or(Ok(()), |value| visit(key, value)))?;
+        }
+        Ok(())
     }
 
     fn usage(&self) -> Result<Usage> {

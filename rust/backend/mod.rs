@@ -40,6 +40,8 @@ pub(crate) struct WriteSet {
 
 /// Receives one read value, borrowed for the duration of the call.
 pub(crate) type Visit<'v> = dyn FnMut(Option<&[u8]>) -> Result<()> + 'v;
+/// Receives one stored entry, borrowed for the duration of the call.
+pub(crate) type VisitEntry<'v> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'v;
 /// Receives the value of key `i` of a batch read.
 pub(crate) type VisitIndexed<'v> = dyn FnMut(usize, Option<&[u8]>) -> Result<()> + 'v;
 
@@ -75,6 +77,9 @@ pub(crate) trait Backend: Send {
     fn scan_source(&self) -> Box<dyn ScanSource>;
     /// How many keys have the prefix of `segment` (one pass over them).
     fn count_keys(&self, segment: i64) -> Result<u64>;
+    /// Calls `visit(key, value)` for every key with the prefix of `segment`, in no particular
+    /// order; a row's value has its appends applied, as a read returns it.
+    fn visit_segment(&self, segment: i64, visit: &mut VisitEntry<'_>) -> Result<()>;
     /// Sizes for the store's statistics (`crate::stats`).
     fn usage(&self) -> Result<Usage>;
 }

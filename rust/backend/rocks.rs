@@ -18,7 +18,7 @@ use rocksdb::{
     WriteOptions,
 };
 
-use super::{Backend, Usage, Visit, VisitIndexed, Write, WriteSet};
+use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{segment_of, segment_prefix};
 use crate::format::segment_value::merge_appends;
@@ -339,6 +339,16 @@ impl Backend for RocksBackend {
     }
 
     fn count_keys(&self, segment: i64) -> Result<u64> {
+        let mut count = 0;
+        self.visit_segment(segment, &mut |_, _| {
+            count += 1;
+            Ok(())
+        })?;
+        Ok(count)
+    }
+
+    fn visit_segment(&self, segment: i64, visit: &mut VisitEntry<'_>) -> Result<()> {
+        // A pass over a whole segment would evict what the reads keep in the block cache.
         let mut options = rocksdb::ReadOptions::default();
         options.fill_cache(false);
         if let Some(next) = scan::next_prefix(segment) {
@@ -346,13 +356,11 @@ impl Backend for RocksBackend {
         }
         let mut iter = self.db.raw_iterator_opt(options);
         iter.seek(segment_prefix(segment));
-        let mut count = 0;
-        while iter.valid() {
-            count += 1;
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            visit(key, value)?;
             iter.next();
         }
-        iter.status().map_err(|e| self.storage_error(e))?;
-        Ok(count)
+        iter.status().map_err(|e| self.storage_error(e))
     }
 
     fn usage(&self) -> Result<Usage> {

@@ -2,24 +2,32 @@
 //!
 //! ```text
 //! key suffix              value
-//! "format_version"        u32 BE   FORMAT_VERSION (2: rows may carry appends, see
-//!                                  `segment_value`); a store with another version is refused
+//! "format_version"        u32 BE   FORMAT_VERSION; 2 is read and upgraded, any other version
+//!                                  is refused
 //! "config"                i64 BE history_retention_ms ‖ i64 BE segment_interval_ms
-//! "observed_stream_time"  i64 BE   written in the same batch as every write that advances it
+//! "observed_stream_time"  i64 BE   written with every write that advances it, or, while
+//!                                  "metadata_deferred" is present, when the store settles
 //! "latest_keys"           u64 BE   number of latest-value entries (persistent stores), written
-//!                                  in the same batch as every write that changes it; counted
-//!                                  and written on open when missing
+//!                                  like the stream time; counted and written on open when
+//!                                  missing
+//! "metadata_deferred"     empty    present while the two entries above may lag the data
+//!                                  (`store/metadata.rs`): an open recomputes them from the data
 //! ```
 
 use crate::error::{Error, Result};
 
-/// The on-disk format this build writes and reads (1: whole rows only; 2: row appends).
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The on-disk format this build writes (1: whole rows only; 2: row appends; 3: the stream
+/// time and key count may be deferred, `METADATA_DEFERRED_KEY`).
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The oldest format this build reads: a version-2 store is a version-3 store that never
+/// deferred its metadata, so opening one only rewrites the version number.
+pub(crate) const OLDEST_READABLE_FORMAT: u32 = 2;
 
 pub(crate) const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 pub(crate) const CONFIG_KEY: &[u8] = b"config";
 pub(crate) const STREAM_TIME_KEY: &[u8] = b"observed_stream_time";
 pub(crate) const LATEST_KEYS_KEY: &[u8] = b"latest_keys";
+pub(crate) const METADATA_DEFERRED_KEY: &[u8] = b"metadata_deferred";
 
 pub(crate) fn encode_format_version() -> Vec<u8> {
     FORMAT_VERSION.to_be_bytes().to_vec()

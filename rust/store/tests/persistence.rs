@@ -234,3 +234,105 @@ fn reopening_many_times_keeps_few_info_logs() {
         .count();
     assert!(logs <= 3, "{logs} info logs");
 }
+
+/// The store's metadata entry `name`, read from its files with RocksDB directly.
+fn raw_metadata(dir: &std::path::Path, name: &[u8]) -> Option<Vec<u8>> {
+    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(1 << 20, 1 << 20), dir)
+        .expect("raw open");
+    let key = crate::format::key::storage_key(crate::format::key::META_SEGMENT, name);
+    db.get(key).expect("raw get")
+}
+
+fn set_raw_format_version(dir: &std::path::Path, version: u32) {
+    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(1 << 20, 1 << 20), dir)
+        .expect("raw open");
+    let key = crate::format::key::storage_key(
+        crate::format::key::META_SEGMENT,
+        crate::format::meta::FORMAT_VERSION_KEY,
+    );
+    db.put(key, version.to_be_bytes()).expect("raw put");
+}
+
+/// Format 2 differs from 3 only in never deferring metadata: it opens, reads the same, and is
+/// version 3 afterwards. Versions this build does not know are refused, naming what it reads.
+#[test]
+fn a_format_2_store_is_upgraded_and_unknown_formats_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mut store = VersionedStore::open(dir.path(), kafka_config()).expect("open");
+        store.put(b"k", Some(b"v"), 10).expect("put");
+        store.put(b"k", Some(b"w"), 20).expect("put");
+    }
+    set_raw_format_version(dir.path(), 2);
+    {
+        let store = VersionedStore::open(dir.path(), kafka_config()).expect("open format 2");
+        assert_eq!(
+            store.get_as_of(b"k", 15).expect("get"),
+            Some(record("v", 10, 20))
+        );
+        assert_eq!(store.observed_stream_time(), 20);
+    }
+    assert_eq!(
+        raw_metadata(dir.path(), crate::format::meta::FORMAT_VERSION_KEY),
+        Some(3u32.to_be_bytes().to_vec())
+    );
+    for unknown in [1, 4] {
+        set_raw_format_version(dir.path(), unknown);
+        let err = VersionedStore::open(dir.path(), kafka_config()).expect_err("refused");
+        assert!(
+            matches!(err, Error::IncompatibleFormat { found, oldest: 2, supported: 3, .. } if found == unknown),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().ends_with(&format!(
+                "has format version {unknown}, this build reads versions 2 to 3"
+            )),
+            "{err}"
+        );
+    }
+}
+
+/// With the write-ahead log, the stream time and key count are recorded by the first write
+/// and when the store settles (flush, close); in between the marker says they may lag, and an
+/// open after a crash recomputes them, also when the newest write was a tombstone.
+#[test]
+fn deferred_metadata_is_settled_on_close_and_recomputed_after_a_crash() {
+    use crate::format::meta::{METADATA_DEFERRED_KEY, STREAM_TIME_KEY};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stream_time = |dir: &std::path::Path| {
+        raw_metadata(dir, STREAM_TIME_KEY).map(|b| i64::from_be_bytes(b.try_into().expect("8")))
+    };
+    let config = config(1_000, 100);
+    let mut store = VersionedStore::open(dir.path(), config).expect("open");
+    store.put(b"a", Some(b"1"), 10).expect("put");
+    store.put(b"b", Some(b"2"), 20).expect("put");
+    store.abandon();
+    // the first write recorded the metadata exactly, with the marker; the second did not
+    assert_eq!(stream_time(dir.path()), Some(10));
+    assert!(raw_metadata(dir.path(), METADATA_DEFERRED_KEY).is_some());
+
+    let mut store = VersionedStore::open(dir.path(), config).expect("open after a crash");
+    assert_eq!(store.observed_stream_time(), 20);
+    assert_eq!(store.stats().expect("stats").latest_keys, 2);
+    // the newest write is a tombstone: its time is in no latest value, only in a row
+    store.delete(b"a", 450).expect("delete");
+    store.put(b"b", Some(b"3"), 30).expect("late put");
+    store.abandon();
+    let store = VersionedStore::open(dir.path(), config).expect("open after a crash");
+    assert_eq!(store.observed_stream_time(), 450);
+    assert_eq!(store.stats().expect("stats").latest_keys, 1);
+    assert_eq!(store.get(b"b").expect("get"), Some(record("3", 30, U)));
+    drop(store);
+    // a closed store holds its metadata and no marker
+    assert_eq!(stream_time(dir.path()), Some(450));
+    assert!(raw_metadata(dir.path(), METADATA_DEFERRED_KEY).is_none());
+
+    // a flush settles too
+    let mut store = VersionedStore::open(dir.path(), config).expect("open");
+    store.put(b"c", Some(b"4"), 500).expect("put");
+    store.put(b"c", Some(b"5"), 600).expect("put");
+    store.flush().expect("flush");
+    store.abandon();
+    assert_eq!(stream_time(dir.path()), Some(600));
+    assert!(raw_metadata(dir.path(), METADATA_DEFERRED_KEY).is_none());
+}

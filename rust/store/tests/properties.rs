@@ -29,6 +29,8 @@ pub(super) enum Op {
     PutBatch(Vec<(usize, Option<Vec<u8>>, i64)>),
     DeleteBatch(Vec<(usize, i64)>),
     Reopen,
+    /// The process dies after the last call returned (`Sut::crash`).
+    Crash,
 }
 
 fn resolve(stream_time: i64, dt: i64) -> i64 {
@@ -62,6 +64,7 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         2 => proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6).prop_map(Op::PutBatch),
         1 => proptest::collection::vec((arb_key(), arb_dt()), 1..4).prop_map(Op::DeleteBatch),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
     ]
 }
 
@@ -152,6 +155,19 @@ pub(super) fn apply(
         }
         Op::Reopen => {
             sut.reopen();
+            Ok((0..KEYS.len()).collect())
+        }
+        Op::Crash => {
+            let count = |sut: &Sut| {
+                let stats = sut
+                    .store()
+                    .stats()
+                    .map_err(|e| TestCaseError::fail(err(e)))?;
+                Ok::<_, TestCaseError>(stats.latest_keys)
+            };
+            let before = count(sut)?;
+            sut.crash();
+            prop_assert_eq!(count(sut)?, before, "latest-key count after the crash");
             Ok((0..KEYS.len()).collect())
         }
     }

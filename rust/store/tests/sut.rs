@@ -80,4 +80,14 @@ impl Sut {
             self.store = Some(store.expect("reopen"));
         }
     }
+
+    /// Ends the process's hold on the store as a crash would, then reopens it. Only a store
+    /// with its write-ahead log keeps every returned write through a crash; the others are
+    /// closed normally (a crash loses a write buffer by design).
+    pub(crate) fn crash(&mut self) {
+        if self.options.wal && self.dir.is_some() {
+            self.take().abandon();
+        }
+        self.reopen();
+    }
 }
