@@ -90,6 +90,9 @@ class VersionedStore:
             segment_interval_ms: Width of the history segments, >= 1; ``None`` applies Kafka's
                 default rule (:func:`default_segment_interval_ms`).
             write_ahead_log: RocksDB's WAL (on: every returned write survives a process crash).
+                On, the observed stream time and key count are recorded by :meth:`flush` and
+                :meth:`close`, not by every write; the first open after a crash recomputes them
+                from the data (it reads every latest value once).
                 Checkpointed partition stores turn it off: their durability is the checkpoint.
                 Off, writes also gather in an in-memory write buffer (as Kafka Streams' record
                 cache) that reads see first, written to RocksDB as one sorted batch when it
@@ -107,7 +110,8 @@ class VersionedStore:
             ValueError: A negative retention or an interval below 1.
             StoreLockedError: The directory is open in another store object or process.
             IncompatibleConfigError: The store was created with another retention or interval.
-            IncompatibleFormatError: The directory holds an unknown format version.
+            IncompatibleFormatError: The directory holds a format version this build does
+                not read (it reads versions 2 and 3, and upgrades 2 to 3 on open).
             StorageError: RocksDB or the filesystem failed.
         """
     @staticmethod
