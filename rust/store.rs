@@ -278,6 +278,15 @@ impl VersionedStore {
         })
     }
 
+    /// Before a batch call of `rows` rows: fills the cache of latest values in one pass when
+    /// the batch is large next to the store (`LatestCache::warm_for`).
+    fn warm_latest_cache(&self, rows: usize) -> Result<()> {
+        match (&self.cache, self.state.latest_keys) {
+            (Some(cache), Some(count)) => cache.warm_for(self.backend.as_ref(), count, rows),
+            _ => Ok(()),
+        }
+    }
+
     fn reader(&self) -> Reader<'_> {
         Reader {
             stored: Stored {
@@ -379,6 +388,7 @@ impl VersionedStore {
                 ),
             ));
         }
+        self.warm_latest_cache(keys.len())?;
         read::batch(self.reader(), &self.state, keys, as_of)
     }
 
@@ -410,6 +420,7 @@ impl VersionedStore {
         for (index, (_, value, timestamp)) in rows.clone().enumerate() {
             check_write(value, timestamp, Some(index))?;
         }
+        self.warm_latest_cache(rows.len())?;
         self.transaction(|txn| {
             txn.reserve(rows.len());
             rows.map(|(key, value, ts)| txn.put(key, value, ts))
@@ -428,6 +439,7 @@ impl VersionedStore {
         for (index, (_, timestamp)) in rows.clone().enumerate() {
             check_write(None, timestamp, Some(index))?;
         }
+        self.warm_latest_cache(rows.len())?;
         self.transaction(|txn| rows.map(|(key, ts)| txn.delete(key, ts)).collect())
     }
 

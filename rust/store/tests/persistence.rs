@@ -6,7 +6,7 @@ use super::harness::{
 };
 use super::model::{Model, Plan, assert_same, observe};
 use crate::record::NOT_PUT;
-use crate::{Error, StoreConfig, VersionedStore};
+use crate::{Error, RocksOptions, StoreConfig, VersionedStore};
 
 /// A few hundred writes over five keys: mostly in order, some late, some tombstones, a few past
 /// the grace period.
@@ -335,4 +335,57 @@ fn deferred_metadata_is_settled_on_close_and_recomputed_after_a_crash() {
     store.abandon();
     assert_eq!(stream_time(dir.path()), Some(600));
     assert!(raw_metadata(dir.path(), METADATA_DEFERRED_KEY).is_none());
+}
+
+/// A reopened store starts with a cold cache of latest values; the first batch large next to
+/// the store fills it in one pass (`LatestCache::warm_for`). Every key's latest value must then
+/// be seen by the batch's puts (moved into history, not overwritten) and reads, the empty key
+/// (the first in the pass) included, and keys without one must read as absent.
+#[test]
+fn the_first_large_batch_after_a_reopen_sees_every_latest_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: [&[u8]; 4] = [b"", b"a", b"ab", b"\xff"];
+    for wal in [true, false] {
+        let options = RocksOptions::default().with_wal(wal);
+        let path = dir.path().join(format!("wal-{wal}"));
+        {
+            let mut store =
+                VersionedStore::open_with(&path, kafka_config(), options).expect("open");
+            for (i, key) in keys.iter().enumerate() {
+                let ts = 10 + i64::try_from(i).expect("small");
+                store.put(key, Some(b"old"), ts).expect("put");
+            }
+            store.close().expect("close");
+        }
+        let mut store = VersionedStore::open_with(&path, kafka_config(), options).expect("reopen");
+        let new: &[u8] = b"new";
+        let outcomes = store
+            .put_batch(keys.iter().map(|k| (*k, Some(new), 100)))
+            .expect("put_batch");
+        assert!(outcomes.iter().all(|o| o.code() == U), "{outcomes:?}");
+        for (i, key) in keys.iter().enumerate() {
+            let ts = 10 + i64::try_from(i).expect("small");
+            assert_eq!(
+                store.get_as_of(key, 50).expect("get"),
+                Some(record("old", ts, 100)),
+                "key {key:?}"
+            );
+        }
+        drop(store);
+        let store = VersionedStore::open_with(&path, kafka_config(), options).expect("reopen");
+        let mut probe: Vec<&[u8]> = keys.to_vec();
+        probe.push(b"never written");
+        let read = store
+            .get_batch(&probe, crate::AsOf::Latest)
+            .expect("get_batch");
+        assert_eq!(read.len(), 5);
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(
+                store.get(key).expect("get"),
+                Some(record("new", 100, U)),
+                "{i}"
+            );
+        }
+        assert_eq!(store.get(b"never written").expect("get"), None);
+    }
 }
