@@ -153,9 +153,12 @@ pub(super) fn apply(
             );
             Ok(rows.iter().map(|r| r.0).collect())
         }
+        // Nothing is read right after a reopen: the next call then meets the store's cold
+        // caches, as a real first call does (reads here would fill them). The test reads every
+        // key at its end and after a final reopen.
         Op::Reopen => {
             sut.reopen();
-            Ok((0..KEYS.len()).collect())
+            Ok(Vec::new())
         }
         Op::Crash => {
             let count = |sut: &Sut| {
@@ -168,7 +171,7 @@ pub(super) fn apply(
             let before = count(sut)?;
             sut.crash();
             prop_assert_eq!(count(sut)?, before, "latest-key count after the crash");
-            Ok((0..KEYS.len()).collect())
+            Ok(Vec::new())
         }
     }
 }
