@@ -2,6 +2,8 @@
 
 * ``put_single``: one call per row (250k-style workload, see ``conftest.Workload``);
 * ``put_batch``: the same rows in calls of 10 000;
+* ``put_batch_reopened``: the later rounds in calls of 10 000 on a reopened store holding the
+  first (a stream task's micro-batch);
 * ``get_as_of_single``: random as-of reads, one call per read;
 * ``get_as_of_batch``: the same reads in calls of 10 000.
 
@@ -14,9 +16,10 @@ round that writes gets a fresh store. Rows per round are in ``extra_info["rows"]
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import verstore
@@ -175,6 +178,87 @@ def test_put_batch_sqlite(benchmark: Any, workload: Workload, tmp_path: Path) ->
     make = lambda: SqliteHistory(tmp_path / f"sqlite-{next(_fresh)}.db")  # noqa: E731
     benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
     per_row(benchmark, workload.rows)
+
+
+# --- put_batch_reopened -----------------------------------------------------------------------
+# A store reopened with data, then written in batches: what a stream processor's task does each
+# micro-batch (it opens its partition's store, applies the batch, closes). The stores hold the
+# workload's first round (every key once); a round copies them, reopens, and writes the other
+# rounds (later versions of every key) in calls of 10 000, then closes.
+
+
+class FirstRound(NamedTuple):
+    verstore: Path
+    raw: Path
+    rows: int
+
+
+@pytest.fixture(scope="module")
+def first_round(workload: Workload, tmp_path_factory: pytest.TempPathFactory) -> FirstRound:
+    root = tmp_path_factory.mktemp("first-round")
+    n = len(set(workload.key_list))
+    store = verstore.VersionedStore(
+        root / "verstore", history_retention_ms=RETENTION_MS, write_ahead_log=False
+    )
+    store.put_batch(
+        workload.keys.slice(0, n), workload.values.slice(0, n), workload.timestamps.slice(0, n)
+    )
+    store.close()
+    raw = RawRocks(root / "raw")
+    raw.put_batch(workload.key_list[:n], workload.value_list[:n])
+    raw.close()
+    return FirstRound(root / "verstore", root / "raw", n)
+
+
+def _reopened(source: Path, tmp_path: Path, open_: Callable[[Path], Any]) -> Callable[[], Any]:
+    def make() -> tuple[tuple[Any], dict[str, Any]]:
+        copy = tmp_path / f"reopened-{next(_fresh)}"
+        shutil.copytree(source, copy)
+        return (open_(copy),), {}
+
+    return make
+
+
+@pytest.mark.benchmark(group="put_batch_reopened")
+def test_put_batch_reopened_verstore(
+    benchmark: Any, workload: Workload, first_round: FirstRound, tmp_path: Path
+) -> None:
+    n = first_round.rows
+
+    def run(store: verstore.VersionedStore) -> None:
+        for start in range(n, workload.rows, BATCH_ROWS):
+            end = min(start + BATCH_ROWS, workload.rows)
+            store.put_batch(
+                workload.keys.slice(start, end - start),
+                workload.values.slice(start, end - start),
+                workload.timestamps.slice(start, end - start),
+            )
+        assert store.observed_stream_time == workload.rows - 1
+        store.close()
+
+    def open_(path: Path) -> verstore.VersionedStore:
+        return verstore.VersionedStore(
+            path, history_retention_ms=RETENTION_MS, write_ahead_log=False
+        )
+
+    benchmark.pedantic(run, setup=_reopened(first_round.verstore, tmp_path, open_), rounds=ROUNDS)
+    per_row(benchmark, workload.rows - n)
+
+
+@pytest.mark.benchmark(group="put_batch_reopened")
+def test_put_batch_reopened_rocksdict_ceiling(
+    benchmark: Any, workload: Workload, first_round: FirstRound, tmp_path: Path
+) -> None:
+    n = first_round.rows
+
+    def run(db: RawRocks) -> None:
+        for start in range(n, workload.rows, BATCH_ROWS):
+            end = start + BATCH_ROWS
+            db.put_batch(workload.key_list[start:end], workload.value_list[start:end])
+        db.close()
+
+    benchmark.pedantic(run, setup=_reopened(first_round.raw, tmp_path, RawRocks), rounds=ROUNDS)
+    per_row(benchmark, workload.rows - n)
 
 
 # --- loaded stores for the reads ----------------------------------------------------------------

@@ -12,9 +12,9 @@
 //! random (hash order): a working set within the bound stays cached, a larger one degrades to
 //! plain RocksDB reads. Until it first forgets, the cache of a store that was empty when opened
 //! knows every entry, so a key it does not know has none (a new key's put reads nothing). A store
-//! reopened with entries starts cold; the first batch call that touches a good share of them fills
-//! the cache with all of them in one pass ([`LatestCache::warm_for`]), after which it knows every
-//! entry too. In-memory stores have no cache (their map is the same lookup).
+//! reopened with entries starts cold; once its batch calls have touched a good share of them,
+//! the cache takes all of them in one pass ([`LatestCache::warm_for`]) and knows every entry too.
+//! In-memory stores have no cache (their map is the same lookup).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -42,6 +42,8 @@ struct Entries {
     forgets: u64,
     /// `warm_for` ran (or decided not to) since the store opened.
     warmed: bool,
+    /// Rows of the batch calls since the store opened, until `warmed`.
+    batch_rows: u64,
 }
 
 fn cost(key: &[u8], entry: Option<&Vec<u8>>) -> usize {
@@ -60,6 +62,7 @@ impl LatestCache {
                 complete: empty && budget > 0,
                 forgets: 0,
                 warmed: false,
+                batch_rows: 0,
             }),
         }
     }
@@ -89,8 +92,9 @@ impl LatestCache {
     }
 
     /// Before a batch call of `rows` rows on a store holding `count` latest-value entries:
-    /// reads them all into the cache in one pass over the latest-value keyspace, when the batch
-    /// touches a good share of them (`rows >= count / WARM_SHARE`) and they fit. Once per open.
+    /// reads them all into the cache in one pass over the latest-value keyspace once the batch
+    /// calls since the open have touched a good share of them (`rows >= count / WARM_SHARE` in
+    /// all) and if they fit. Once per open.
     ///
     /// A store reopened per micro-batch starts with a cold cache, and every put of a batch reads
     /// its key's latest value first: one RocksDB `Get` per key, about half of a put's time
@@ -106,7 +110,8 @@ impl LatestCache {
                 return Ok(());
             }
             let rows = u64::try_from(rows).unwrap_or(u64::MAX);
-            if rows.saturating_mul(WARM_SHARE) < count {
+            entries.batch_rows = entries.batch_rows.saturating_add(rows);
+            if entries.batch_rows.saturating_mul(WARM_SHARE) < count {
                 return Ok(());
             }
             entries.warmed = true;
@@ -191,10 +196,12 @@ mod tests {
     fn a_large_batch_fills_the_cache_once_and_makes_it_complete() {
         let backend = backend_with(100);
         let cache = LatestCache::new(1 << 20, false);
-        // a batch of 24 rows touches under a quarter of 100 keys: no pass
-        cache.warm_for(&backend, 100, 24).expect("warm");
+        // batches of 24 rows in all touch under a quarter of 100 keys: no pass
+        cache.warm_for(&backend, 100, 20).expect("warm");
+        cache.warm_for(&backend, 100, 4).expect("warm");
         assert_eq!(cache.with(&latest(7), |_| ()), None);
-        cache.warm_for(&backend, 100, 25).expect("warm");
+        // the next row makes a quarter
+        cache.warm_for(&backend, 100, 1).expect("warm");
         assert_eq!(
             cache.with(&latest(7), |e| e.map(<[u8]>::to_vec)),
             Some(Some(7u64.to_be_bytes().to_vec()))

@@ -278,8 +278,8 @@ impl VersionedStore {
         })
     }
 
-    /// Before a batch call of `rows` rows: fills the cache of latest values in one pass when
-    /// the batch is large next to the store (`LatestCache::warm_for`).
+    /// Before a batch call of `rows` rows: fills the cache of latest values in one pass once
+    /// the batch calls since the open are large next to the store (`LatestCache::warm_for`).
     fn warm_latest_cache(&self, rows: usize) -> Result<()> {
         match (&self.cache, self.state.latest_keys) {
             (Some(cache), Some(count)) => cache.warm_for(self.backend.as_ref(), count, rows),

@@ -426,6 +426,7 @@ def render(
     for group, title in (
         ("put_single", "Put, one call per row"),
         ("put_batch", "Put, batches of 10 000"),
+        ("put_batch_reopened", "Put, batches of 10 000 on a reopened store"),
         ("get_as_of_single", "As-of get, one call per read"),
         ("get_as_of_batch", "As-of get, batches of 10 000"),
     ):
