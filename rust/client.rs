@@ -207,13 +207,15 @@ impl Overlay {
             && self.latest_keys.is_none()
     }
 
-    /// Leaves the stream time and the key count out of the write (`store/metadata.rs`):
-    /// returns whether it had them.
-    pub(crate) fn defer_metadata(&mut self) -> bool {
-        let had = self.stream_time_changed || self.latest_keys.is_some();
+    /// Whether the writes change the stream time or the key count.
+    pub(crate) fn changes_metadata(&self) -> bool {
+        self.stream_time_changed || self.latest_keys.is_some()
+    }
+
+    /// Leaves the stream time and the key count out of the write (`store/metadata.rs`).
+    pub(crate) fn defer_metadata(&mut self) {
         self.stream_time_changed = false;
         self.latest_keys = None;
-        had
     }
 
     /// Adds a write of the store's metadata entry `name` (`None` removes it).

@@ -77,20 +77,6 @@ impl LatestCache {
         }
     }
 
-    /// Whether about `keys` more entries of `bytes` bytes in all (keys and values) fit without
-    /// forgetting any.
-    pub(crate) fn has_room_for(&self, keys: u64, bytes: u64) -> bool {
-        let entries = self.inner.borrow();
-        let needed = u64::try_from(ENTRY_OVERHEAD)
-            .unwrap_or(u64::MAX)
-            .saturating_mul(keys)
-            .saturating_add(bytes);
-        u64::try_from(entries.bytes)
-            .unwrap_or(u64::MAX)
-            .saturating_add(needed)
-            <= u64::try_from(entries.budget).unwrap_or(u64::MAX)
-    }
-
     /// Before a batch call of `rows` rows on a store holding `count` latest-value entries:
     /// reads them all into the cache in one pass over the latest-value keyspace once the batch
     /// calls since the open have touched a good share of them (`rows >= count / WARM_SHARE` in
@@ -103,7 +89,7 @@ impl LatestCache {
     pub(crate) fn warm_for(&self, backend: &dyn Backend, count: u64, rows: usize) -> Result<()> {
         const WARM_SHARE: u64 = 4;
         /// Bytes guessed per entry before reading it (storage key and a small value).
-        const GUESS: u64 = 64;
+        const GUESS: usize = 64;
         {
             let mut entries = self.inner.borrow_mut();
             if entries.warmed || entries.complete || entries.budget == 0 {
@@ -116,8 +102,14 @@ impl LatestCache {
             }
             entries.warmed = true;
         }
-        if !self.has_room_for(count, count.saturating_mul(GUESS)) {
-            return Ok(());
+        {
+            let entries = self.inner.borrow();
+            let needed = usize::try_from(count)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(ENTRY_OVERHEAD + GUESS);
+            if entries.bytes.saturating_add(needed) > entries.budget {
+                return Ok(());
+            }
         }
         let mut all = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
         backend.visit_segment(LATEST_SEGMENT, &mut |key, entry| {

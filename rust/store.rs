@@ -530,8 +530,8 @@ impl VersionedStore {
 impl Drop for VersionedStore {
     /// Writes the write buffer and the deferred metadata (RocksDB then flushes its memtables
     /// on close): a store dropped without `flush` keeps its writes as a store with a
-    /// write-ahead log would. A failure here has no caller to go to; `flush` first to see it. Open scans are ended, and their threads,
-    /// which share the database, awaited.
+    /// write-ahead log would. A failure here has no caller to go to; `flush` first to see it.
+    /// Open scans are ended, and their threads, which share the database, awaited.
     fn drop(&mut self) {
         let _ = self.write_buffer();
         let _ = self.settle_metadata();

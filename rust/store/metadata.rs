@@ -45,8 +45,9 @@ pub(super) enum Deferral {
 
 impl VersionedStore {
     /// Prepares a write of the write-ahead-log path: leaves the metadata out when the marker is
-    /// stored, or adds the marker to the first write that changes the metadata. Returns whether
-    /// the marker is in `writes` (the caller notes it once the write succeeded).
+    /// stored, or adds the marker to the first write that changes the metadata (which records
+    /// it exactly). Returns whether the marker is in `writes` (the caller notes it once the
+    /// write succeeded).
     pub(super) fn defer_metadata_of(&self, writes: &mut Overlay) -> bool {
         match self.deferral {
             Deferral::Never => false,
@@ -55,16 +56,8 @@ impl VersionedStore {
                 false
             }
             Deferral::Allowed { marked: false } => {
-                let changes = writes.defer_metadata();
+                let changes = writes.changes_metadata();
                 if changes {
-                    // This write records them exactly, with the marker: undo the deferral.
-                    writes.write_metadata(meta::STREAM_TIME_KEY, Some(self.stream_time_entry()));
-                    if let Some(count) = self.state.latest_keys {
-                        writes.write_metadata(
-                            meta::LATEST_KEYS_KEY,
-                            Some(meta::encode_latest_keys(count)),
-                        );
-                    }
                     writes.write_metadata(meta::METADATA_DEFERRED_KEY, Some(Vec::new()));
                 }
                 changes
@@ -121,7 +114,7 @@ impl VersionedStore {
     fn metadata_write(&self) -> WriteSet {
         let mut writes = vec![(
             storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-            Write::Put(self.stream_time_entry()),
+            Write::Put(meta::encode_stream_time(self.state.stream_time)),
         )];
         if let Some(count) = self.state.latest_keys {
             writes.push((
@@ -143,9 +136,5 @@ impl VersionedStore {
     #[cfg(test)]
     pub(crate) fn abandon(mut self) {
         self.deferral = Deferral::Never;
-    }
-
-    fn stream_time_entry(&self) -> Vec<u8> {
-        meta::encode_stream_time(self.state.stream_time)
     }
 }
