@@ -11,13 +11,15 @@
 //! A pending key holds its replacement value, if any, and the row appends made since: appending
 //! to a row never reads it, and a row read inside the transaction applies the appends to a copy.
 //! The pending writes are an [`Overlay`]; a store whose write-ahead log is off keeps one across
-//! calls as a write buffer (Kafka Streams' record cache): each call's transaction is absorbed
-//! into it, and it is written to RocksDB as one sorted batch when it grows past its bound, on
-//! `flush`, on `checkpoint` and on close. Reads see it first. Without a write-ahead log nothing
+//! calls as a write buffer (Kafka Streams' record cache): each call's transaction runs on it
+//! directly, undone from a journal if the call fails, and it is written to RocksDB as one sorted
+//! batch when it has grown past its bound, on `flush`, on `checkpoint` and on close. Reads see it first. Without a write-ahead log nothing
 //! written since the last flush survives a crash either way, so the buffer loses no guarantee;
 //! with the log on, every call is written before it returns.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use crate::backend::{Backend, Visit, VisitIndexed, Write, WriteSet};
 use crate::changelog::Log;
@@ -171,9 +173,20 @@ struct Pending {
     base: Base,
     /// Row appends on top of `base`, concatenated.
     appends: Vec<u8>,
+    /// The overlay's transaction that made this entry (`Overlay::generation`): a rollback
+    /// removes the entries of its own transaction without having listed them.
+    born: u64,
 }
 
 impl Pending {
+    fn new(base: Base, appends: Vec<u8>) -> Self {
+        Self {
+            base,
+            appends,
+            born: 0,
+        }
+    }
+
     fn bytes(&self, key: &[u8]) -> usize {
         let base = match &self.base {
             Base::Put(v) => v.len(),
@@ -183,12 +196,98 @@ impl Pending {
     }
 }
 
+/// Pending writes by storage key. A `HashTable` rather than a `HashMap`: a key is hashed once
+/// per write, and a write to a key that is already there still owns the key it was given,
+/// which the journal then keeps instead of a copy.
+#[derive(Debug, Default)]
+struct PendingMap {
+    table: HashTable<(Vec<u8>, Pending)>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl PendingMap {
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        let hasher = &self.hasher;
+        self.table
+            .reserve(additional, |(k, _)| hasher.hash_one(k.as_slice()));
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&Pending> {
+        let found = self
+            .table
+            .find(self.hash(key), |(k, _)| k.as_slice() == key);
+        found.map(|(_, p)| p)
+    }
+
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut Pending> {
+        self.find_mut(self.hash(key), key)
+    }
+
+    fn contains_key(&self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The pending write under `key`, whose hash is `hash`.
+    fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Pending> {
+        let found = self.table.find_mut(hash, |(k, _)| k.as_slice() == key);
+        found.map(|(_, p)| p)
+    }
+
+    /// Adds a pending write under `key`, which has none; `hash` is its hash.
+    fn insert_new(&mut self, hash: u64, key: Vec<u8>, pending: Pending) {
+        let hasher = &self.hasher;
+        self.table
+            .insert_unique(hash, (key, pending), |(k, _)| hasher.hash_one(k.as_slice()));
+    }
+
+    fn insert(&mut self, key: Vec<u8>, pending: Pending) {
+        let hash = self.hash(&key);
+        match self.find_mut(hash, &key) {
+            Some(slot) => *slot = pending,
+            None => self.insert_new(hash, key, pending),
+        }
+    }
+
+    /// Takes every entry out, keeping the table's room.
+    fn drain(&mut self) -> impl Iterator<Item = (Vec<u8>, Pending)> {
+        self.table.drain()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Pending)> {
+        self.table.iter().map(|(k, p)| (k, p))
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&[u8], &Pending) -> bool) {
+        self.table.retain(|(k, p)| keep(k, p));
+    }
+
+    fn extract_if(
+        &mut self,
+        mut take: impl FnMut(&[u8], &Pending) -> bool,
+    ) -> impl Iterator<Item = (Vec<u8>, Pending)> {
+        self.table.extract_if(move |(k, p)| take(k, p))
+    }
+}
+
 /// Writes not yet in the backend: per key a replacement value and row appends, the segments
 /// dropped, and whether observed stream time moved. A transaction collects its writes in one;
-/// a store whose write-ahead log is off keeps one across calls as its write buffer.
+/// a store whose write-ahead log is off keeps one across calls as its write buffer, and runs
+/// each call's transaction on it directly (`begin`, then `commit` or `roll_back`).
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
-    pending: HashMap<Vec<u8>, Pending, foldhash::fast::RandomState>,
+    pending: PendingMap,
     /// Segments dropped: `[lowest dropped, lowest live)`.
     dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
@@ -196,6 +295,32 @@ pub(crate) struct Overlay {
     latest_keys: Option<u64>,
     /// About how many bytes `pending` holds.
     bytes: usize,
+    /// The transaction running on this overlay, counted from 1 (0: none has begun).
+    generation: u64,
+    /// While a transaction runs on this overlay: how to undo it.
+    journal: Option<Journal>,
+}
+
+/// How to undo the transaction running on an overlay. Entries the transaction created need
+/// no record (they carry its generation); entries it found are saved as they were, the first
+/// time and every time it changes them, so that restoring in reverse order ends with the
+/// oldest. Saving keeps a write buffer's transaction at one map insert per write: without it,
+/// each call collected its writes in a map of its own, then moved every one into the buffer.
+#[derive(Debug, Default)]
+struct Journal {
+    saved: Vec<(Vec<u8>, Saved)>,
+    dropped: Option<(i64, i64)>,
+    stream_time_changed: bool,
+    latest_keys: Option<u64>,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+enum Saved {
+    /// The entry as it was before it was replaced or removed.
+    Whole(Pending),
+    /// The length of its appends before more were added.
+    AppendsLen(usize),
 }
 
 impl Overlay {
@@ -205,6 +330,48 @@ impl Overlay {
             && self.dropped.is_none()
             && !self.stream_time_changed
             && self.latest_keys.is_none()
+    }
+
+    /// Starts a transaction on this overlay: until `commit`, `roll_back` can undo its writes.
+    pub(crate) fn begin(&mut self) {
+        self.generation += 1;
+        self.journal = Some(Journal {
+            saved: Vec::new(),
+            dropped: self.dropped,
+            stream_time_changed: self.stream_time_changed,
+            latest_keys: self.latest_keys,
+            bytes: self.bytes,
+        });
+    }
+
+    /// Keeps the running transaction's writes.
+    pub(crate) fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undoes the running transaction's writes: the overlay is as it was at `begin`.
+    pub(crate) fn roll_back(&mut self) {
+        let Some(journal) = self.journal.take() else {
+            return;
+        };
+        let generation = self.generation;
+        self.pending.retain(|_, p| p.born != generation);
+        for (key, saved) in journal.saved.into_iter().rev() {
+            match saved {
+                Saved::Whole(pending) => {
+                    self.pending.insert(key, pending);
+                }
+                Saved::AppendsLen(len) => {
+                    if let Some(pending) = self.pending.get_mut(&key) {
+                        pending.appends.truncate(len);
+                    }
+                }
+            }
+        }
+        self.dropped = journal.dropped;
+        self.stream_time_changed = journal.stream_time_changed;
+        self.latest_keys = journal.latest_keys;
+        self.bytes = journal.bytes;
     }
 
     /// Whether the writes change the stream time or the key count.
@@ -240,53 +407,56 @@ impl Overlay {
         self.pending.contains_key(key) || self.is_dropped(key)
     }
 
-    fn put(&mut self, key: Vec<u8>, pending: Pending) {
+    fn put(&mut self, key: Vec<u8>, mut pending: Pending) {
+        let generation = self.generation;
+        pending.born = generation;
         self.bytes += pending.bytes(&key);
-        if let Some(old) = self.pending.insert(key, pending) {
-            self.bytes = self.bytes.saturating_sub(old.bytes(&[]));
+        let hash = self.pending.hash(&key);
+        let Some(slot) = self.pending.find_mut(hash, &key) else {
+            self.pending.insert_new(hash, key, pending);
+            return;
+        };
+        let old = std::mem::replace(slot, pending);
+        self.bytes = self.bytes.saturating_sub(old.bytes(&[]));
+        if let Some(journal) = self.journal.as_mut().filter(|_| old.born != generation) {
+            // The key given for the write goes to the journal: no copy.
+            journal.saved.push((key, Saved::Whole(old)));
         }
     }
 
     fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
         let base = value.map_or(Base::Deleted, Base::Put);
-        self.put(
-            key,
-            Pending {
-                base,
-                appends: Vec::new(),
-            },
-        );
+        self.put(key, Pending::new(base, Vec::new()));
     }
 
     /// Takes `operand` by value: a key's first append becomes its pending appends as it is,
     /// without another allocation and copy (the common case, once per in-order put).
     fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
         self.bytes += operand.len();
-        match self.pending.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut slot) => {
-                slot.get_mut().appends.extend_from_slice(&operand);
-            }
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                self.bytes += slot.key().len() + 64;
-                slot.insert(Pending {
-                    base: Base::Stored,
-                    appends: operand,
-                });
-            }
+        let generation = self.generation;
+        let hash = self.pending.hash(&key);
+        let Some(slot) = self.pending.find_mut(hash, &key) else {
+            self.bytes += key.len() + 64;
+            let pending = Pending {
+                born: generation,
+                ..Pending::new(Base::Stored, operand)
+            };
+            self.pending.insert_new(hash, key, pending);
+            return;
+        };
+        if let Some(journal) = self.journal.as_mut().filter(|_| slot.born != generation) {
+            journal
+                .saved
+                .push((key, Saved::AppendsLen(slot.appends.len())));
         }
+        slot.appends.extend_from_slice(&operand);
     }
 
     /// Records that `key` holds no value below this overlay (a read found none), unless the
     /// overlay already has a write for it.
     fn note_absent(&mut self, key: &[u8]) {
         if !self.pending.contains_key(key) {
-            self.put(
-                key.to_vec(),
-                Pending {
-                    base: Base::Absent,
-                    appends: Vec::new(),
-                },
-            );
+            self.put(key.to_vec(), Pending::new(Base::Absent, Vec::new()));
         }
     }
 
@@ -296,8 +466,19 @@ impl Overlay {
         let end = self.dropped.map_or(to, |(_, t)| t.max(to));
         self.dropped = Some((start, end));
         let before = self.pending.len();
-        self.pending
-            .retain(|key, _| segment_of(key).is_none_or(|s| !(from..to).contains(&s)));
+        let generation = self.generation;
+        let gone = self
+            .pending
+            .extract_if(|key, _| segment_of(key).is_some_and(|s| (from..to).contains(&s)))
+            .collect::<Vec<_>>();
+        match self.journal.as_mut() {
+            Some(journal) => journal.saved.extend(
+                gone.into_iter()
+                    .filter(|(_, p)| p.born != generation)
+                    .map(|(key, p)| (key, Saved::Whole(p))),
+            ),
+            None => drop(gone),
+        }
         if self.pending.len() != before {
             self.bytes = self.pending.iter().map(|(k, p)| p.bytes(k)).sum();
         }
@@ -340,40 +521,14 @@ impl Overlay {
         }
     }
 
-    /// Takes `newer`'s writes in, as if they had been made here after the existing ones.
-    pub(crate) fn absorb(&mut self, newer: Overlay) {
-        if let Some((from, to)) = newer.dropped {
-            self.drop_segments(from, to);
-        }
-        self.stream_time_changed |= newer.stream_time_changed;
-        self.latest_keys = newer.latest_keys.or(self.latest_keys);
-        self.pending.reserve(newer.pending.len());
-        for (key, pending) in newer.pending {
-            let added = pending.bytes(&key);
-            match self.pending.entry(key) {
-                std::collections::hash_map::Entry::Occupied(mut slot)
-                    if matches!(pending.base, Base::Stored | Base::Absent) =>
-                {
-                    self.bytes += pending.appends.len();
-                    slot.get_mut().appends.extend_from_slice(&pending.appends);
-                }
-                std::collections::hash_map::Entry::Occupied(mut slot) => {
-                    let old = std::mem::replace(slot.get_mut(), pending);
-                    self.bytes = (self.bytes + added).saturating_sub(old.bytes(slot.key()));
-                }
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    self.bytes += added;
-                    slot.insert(pending);
-                }
-            }
-        }
-    }
-
     /// The writes as one backend write (sorted when `sorted`) that also records `stream_time`.
-    fn into_write_set(self, stream_time: i64, sorted: bool) -> WriteSet {
-        let dropped = self.dropped;
+    fn take_write_set(&mut self, stream_time: i64, sorted: bool) -> WriteSet {
+        let dropped = self.dropped.take();
+        let stream_time_changed = std::mem::take(&mut self.stream_time_changed);
+        let latest_keys = self.latest_keys.take();
+        self.bytes = 0;
         let mut writes: Vec<(Vec<u8>, Write)> = Vec::with_capacity(self.pending.len() + 1);
-        for (key, pending) in self.pending {
+        for (key, pending) in self.pending.drain() {
             let appends = (!pending.appends.is_empty()).then_some(&pending.appends[..]);
             let write = match (pending.base, appends) {
                 (Base::Stored | Base::Absent, None) => continue,
@@ -389,13 +544,13 @@ impl Overlay {
             };
             writes.push((key, write));
         }
-        if self.stream_time_changed {
+        if stream_time_changed {
             writes.push((
                 storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
                 Write::Put(meta::encode_stream_time(stream_time)),
             ));
         }
-        if let Some(count) = self.latest_keys {
+        if let Some(count) = latest_keys {
             writes.push((
                 storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY),
                 Write::Put(meta::encode_latest_keys(count)),
@@ -430,8 +585,10 @@ impl Overlay {
     }
 
     /// Writes everything to `backend` atomically (with `stream_time`) and updates `cache`.
+    /// The overlay is empty afterwards, even when the write failed, and keeps its map's room:
+    /// a write buffer refills to about the same size.
     pub(crate) fn write_to(
-        self,
+        &mut self,
         backend: &mut dyn Backend,
         cache: Option<&LatestCache>,
         stream_time: i64,
@@ -439,7 +596,7 @@ impl Overlay {
         if self.is_empty() {
             return Ok(());
         }
-        let mut batch = self.into_write_set(stream_time, backend.sorted_writes());
+        let mut batch = self.take_write_set(stream_time, backend.sorted_writes());
         backend.write(&mut batch)?;
         if let Some(cache) = cache {
             for (key, write) in batch.writes {
@@ -475,6 +632,19 @@ impl<'s> Txn<'s> {
             latest_keys_before: state.latest_keys,
             state,
             overlay: Overlay::default(),
+            log: None,
+        }
+    }
+
+    /// A transaction that runs on `overlay` (a store's write buffer) instead of collecting its
+    /// writes apart: hand the overlay back with `finish`, then `commit` or `roll_back` it.
+    pub(crate) fn begin_on(reader: Reader<'s>, state: &'s mut State, mut overlay: Overlay) -> Self {
+        overlay.begin();
+        Self {
+            reader,
+            latest_keys_before: state.latest_keys,
+            state,
+            overlay,
             log: None,
         }
     }
@@ -575,5 +745,104 @@ impl ReadClient for Txn<'_> {
 
     fn location(&self) -> String {
         self.reader.location()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A transaction run on a write buffer: committed, it has the effect of the same writes in
+    //! a fresh overlay; rolled back, it leaves the buffer exactly as it was.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Change {
+        Write(i64, u8, Option<u8>),
+        Append(i64, u8, u8),
+        NoteAbsent(i64, u8),
+        Drop(i64, i64),
+    }
+
+    fn arb_change() -> impl Strategy<Value = Change> {
+        let segment = -1i64..4;
+        let key = 0u8..4;
+        prop_oneof![
+            3 => (segment.clone(), key.clone(), proptest::option::of(any::<u8>()))
+                .prop_map(|(s, k, v)| Change::Write(s, k, v)),
+            3 => (segment.clone(), key.clone(), any::<u8>()).prop_map(|(s, k, v)| Change::Append(s, k, v)),
+            1 => (segment, key).prop_map(|(s, k)| Change::NoteAbsent(s, k)),
+            1 => (0i64..4, 1i64..3).prop_map(|(from, n)| Change::Drop(from, from + n)),
+        ]
+    }
+
+    fn apply(overlay: &mut Overlay, changes: &[Change]) {
+        for change in changes {
+            match *change {
+                Change::Write(s, k, v) => overlay.write(storage_key(s, &[k]), v.map(|v| vec![v])),
+                Change::Append(s, k, v) => overlay.append_encoded(storage_key(s, &[k]), vec![v; 3]),
+                Change::NoteAbsent(s, k) => overlay.note_absent(&storage_key(s, &[k])),
+                Change::Drop(from, to) => overlay.drop_segments(from, to),
+            }
+        }
+    }
+
+    /// Everything an overlay holds, in a comparable form (`born` left out: it only tells
+    /// transactions apart).
+    fn snapshot(overlay: &Overlay) -> String {
+        let mut pending: Vec<_> = overlay
+            .pending
+            .iter()
+            .map(|(k, p)| format!("{k:?}={:?}+{:?}", p.base, p.appends))
+            .collect();
+        pending.sort();
+        format!(
+            "{pending:?} dropped={:?} st={} keys={:?} bytes={}",
+            overlay.dropped, overlay.stream_time_changed, overlay.latest_keys, overlay.bytes
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_rolled_back_transaction_leaves_the_buffer_as_it_was(
+            earlier in proptest::collection::vec(prop::collection::vec(arb_change(), 0..8), 0..3),
+            failed in prop::collection::vec(arb_change(), 0..12),
+            meta in (any::<bool>(), proptest::option::of(0u64..9)),
+        ) {
+            let mut buffer = Overlay::default();
+            for changes in &earlier {
+                buffer.begin();
+                apply(&mut buffer, changes);
+                buffer.commit();
+            }
+            let before = snapshot(&buffer);
+            buffer.begin();
+            apply(&mut buffer, &failed);
+            buffer.stream_time_changed |= meta.0;
+            buffer.latest_keys = meta.1.or(buffer.latest_keys);
+            buffer.roll_back();
+            prop_assert_eq!(snapshot(&buffer), before);
+        }
+
+        #[test]
+        fn a_committed_transaction_has_the_effect_of_its_writes(
+            earlier in prop::collection::vec(arb_change(), 0..8),
+            later in prop::collection::vec(arb_change(), 0..12),
+        ) {
+            let mut buffer = Overlay::default();
+            buffer.begin();
+            apply(&mut buffer, &earlier);
+            buffer.commit();
+            buffer.begin();
+            apply(&mut buffer, &later);
+            buffer.commit();
+            let mut plain = Overlay::default();
+            apply(&mut plain, &earlier);
+            apply(&mut plain, &later);
+            prop_assert_eq!(snapshot(&buffer), snapshot(&plain));
+        }
     }
 }

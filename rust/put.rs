@@ -83,6 +83,8 @@ impl Txn<'_> {
 
     /// Places the version; returns its valid-to (`None`: it is the newest version).
     fn place(&mut self, key: &[u8], value: Option<&[u8]>, ts: i64) -> Result<Option<i64>> {
+        #[cfg(test)]
+        fault::check()?;
         let config = self.state.config;
         let latest_key = storage_key(LATEST_SEGMENT, key);
         let new = Entry {
@@ -238,5 +240,43 @@ impl Txn<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Tests fail a call half way through, after its first puts staged their writes and the
+/// failing put advanced stream time (which may drop segments): nothing may remain of it.
+#[cfg(test)]
+pub(crate) mod fault {
+    use std::cell::Cell;
+
+    use crate::error::{Error, Result};
+
+    thread_local! {
+        /// Placements left before one fails (`None`: none fails).
+        static PLACES_BEFORE_FAILURE: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    /// The placement after the next `places` ones fails, on this thread.
+    pub(crate) fn fail_after(places: usize) {
+        PLACES_BEFORE_FAILURE.set(Some(places));
+    }
+
+    /// Cancels a failure that has not happened.
+    pub(crate) fn clear() {
+        PLACES_BEFORE_FAILURE.set(None);
+    }
+
+    pub(super) fn check() -> Result<()> {
+        match PLACES_BEFORE_FAILURE.get() {
+            None => Ok(()),
+            Some(0) => {
+                PLACES_BEFORE_FAILURE.set(None);
+                Err(Error::corrupt("a test", "injected failure"))
+            }
+            Some(n) => {
+                PLACES_BEFORE_FAILURE.set(Some(n - 1));
+                Ok(())
+            }
+        }
     }
 }

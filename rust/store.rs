@@ -300,7 +300,7 @@ impl VersionedStore {
     /// Writes the write buffer, if any, to RocksDB.
     fn write_buffer(&mut self) -> Result<()> {
         match self.buffer.as_mut() {
-            Some(buffer) if !buffer.is_empty() => std::mem::take(buffer).write_to(
+            Some(buffer) if !buffer.is_empty() => buffer.write_to(
                 self.backend.as_mut(),
                 self.cache.as_ref(),
                 self.state.stream_time,
@@ -489,29 +489,18 @@ impl VersionedStore {
     }
 
     fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
-        let reader = Reader {
-            stored: Stored {
-                backend: self.backend.as_ref(),
-                cache: self.cache.as_ref(),
-            },
-            buffer: self.buffer.as_ref(),
-        };
-        let mut txn = Txn::begin(reader, &mut self.state);
-        txn.log = self.spool.is_some().then(Log::default);
-        let value = work(&mut txn)?;
-        let (mut writes, log) = txn.finish();
-        if let Some(buffer) = &mut self.buffer {
-            // Written before this transaction joins it: a failed write then fails this call
-            // only, and the buffer keeps what earlier calls were told is written.
-            if buffer.bytes() + writes.bytes() > self.buffer_limit {
-                std::mem::take(buffer).write_to(
-                    self.backend.as_mut(),
-                    self.cache.as_ref(),
-                    self.state.stream_time,
-                )?;
-            }
-            buffer.absorb(writes);
-        } else {
+        let Some(buffer) = &mut self.buffer else {
+            let reader = Reader {
+                stored: Stored {
+                    backend: self.backend.as_ref(),
+                    cache: self.cache.as_ref(),
+                },
+                buffer: None,
+            };
+            let mut txn = Txn::begin(reader, &mut self.state);
+            txn.log = self.spool.is_some().then(Log::default);
+            let value = work(&mut txn)?;
+            let (mut writes, log) = txn.finish();
             let marks = self.defer_metadata_of(&mut writes);
             writes.write_to(
                 self.backend.as_mut(),
@@ -521,7 +510,37 @@ impl VersionedStore {
             if marks {
                 self.note_marked();
             }
+            self.record(log.as_ref());
+            return Ok(value);
+        };
+        // A full buffer is written before the call's transaction runs on it, so a failed write
+        // fails the call before any of its work. The buffer may outgrow its bound by one call.
+        if buffer.bytes() > self.buffer_limit {
+            buffer.write_to(
+                self.backend.as_mut(),
+                self.cache.as_ref(),
+                self.state.stream_time,
+            )?;
         }
+        // The transaction runs on the buffer itself, so its reads go straight to storage.
+        let reader = Reader {
+            stored: Stored {
+                backend: self.backend.as_ref(),
+                cache: self.cache.as_ref(),
+            },
+            buffer: None,
+        };
+        let mut txn = Txn::begin_on(reader, &mut self.state, std::mem::take(buffer));
+        txn.log = self.spool.is_some().then(Log::default);
+        let value = work(&mut txn);
+        let (mut writes, log) = txn.finish();
+        if value.is_ok() {
+            writes.commit();
+        } else {
+            writes.roll_back();
+        }
+        *buffer = writes;
+        let value = value?;
         self.record(log.as_ref());
         Ok(value)
     }

@@ -27,6 +27,9 @@ pub(super) enum Op {
         dt: i64,
     },
     PutBatch(Vec<(usize, Option<Vec<u8>>, i64)>),
+    /// A put batch that fails at row `.1` (`put::fault`), after the rows before it were placed:
+    /// the store must be as before the call.
+    FailingBatch(Vec<(usize, Option<Vec<u8>>, i64)>, usize),
     DeleteBatch(Vec<(usize, i64)>),
     Reopen,
     /// The process dies after the last call returned (`Sut::crash`).
@@ -63,6 +66,8 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         3 => (arb_key(), arb_dt()).prop_map(|(key, dt)| Op::Delete { key, dt }),
         2 => proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6).prop_map(Op::PutBatch),
         1 => proptest::collection::vec((arb_key(), arb_dt()), 1..4).prop_map(Op::DeleteBatch),
+        1 => (proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6), 0usize..6)
+            .prop_map(|(rows, at)| { let at = at % rows.len(); Op::FailingBatch(rows, at) }),
         1 => Just(Op::Reopen),
         1 => Just(Op::Crash),
     ]
@@ -136,6 +141,7 @@ pub(super) fn apply(
             );
             Ok(rows.iter().map(|r| r.0).collect())
         }
+        Op::FailingBatch(rows, at) => failing_batch(model, sut, rows, *at),
         Op::DeleteBatch(rows) => {
             let mut resolved = Vec::new();
             let mut expected = Vec::new();
@@ -174,6 +180,84 @@ pub(super) fn apply(
             Ok(Vec::new())
         }
     }
+}
+
+/// `Op::FailingBatch`: the batch fails at row `at` unless that row is too late to be placed.
+fn failing_batch(
+    model: &mut Model,
+    sut: &mut Sut,
+    rows: &[(usize, Option<Vec<u8>>, i64)],
+    at: usize,
+) -> Result<Vec<usize>, TestCaseError> {
+    let err = |e: Error| describe(&e);
+    // Times resolve against the model's stream time, which the failed call keeps.
+    let resolved: Vec<_> = rows
+        .iter()
+        .map(|(key, value, dt)| {
+            (
+                KEYS[*key],
+                value.as_deref(),
+                resolve(model.stream_time, *dt),
+            )
+        })
+        .collect();
+    let grace = sut.store().config().grace_period_ms();
+    let keys_before = sut
+        .store()
+        .stats()
+        .map_err(|e| TestCaseError::fail(err(e)))?
+        .latest_keys;
+    let expired = resolved
+        .iter()
+        .take(at + 1)
+        .scan(model.stream_time, |st, &(_, _, ts)| {
+            let late = ts < st.saturating_sub(grace);
+            *st = (*st).max(ts);
+            Some(late)
+        })
+        .collect::<Vec<_>>();
+    if !expired[at] {
+        let placed_before = expired[..at].iter().filter(|&&e| !e).count();
+        crate::put::fault::fail_after(placed_before);
+    }
+    let actual = sut.store_mut().put_batch(resolved.iter().copied());
+    crate::put::fault::clear();
+    if expired[at] {
+        // The failing row is too late to be placed: the whole batch is as PutBatch.
+        let expected: Vec<_> = resolved
+            .iter()
+            .map(|&(key, value, ts)| model.put(key, value, ts))
+            .collect();
+        let actual = actual.map(|o| o.into_iter().map(PutOutcome::code).collect::<Vec<_>>());
+        prop_assert_eq!(
+            actual.map_err(err),
+            Ok(expected),
+            "put_batch {:?}",
+            resolved
+        );
+    } else {
+        prop_assert!(
+            actual.is_err(),
+            "the injected failure was not raised: {:?}",
+            actual
+        );
+        prop_assert_eq!(
+            sut.store().observed_stream_time(),
+            model.stream_time,
+            "stream time after a failed call"
+        );
+        let keys_after = sut
+            .store()
+            .stats()
+            .map_err(|e| TestCaseError::fail(err(e)))?
+            .latest_keys;
+        prop_assert_eq!(
+            keys_after,
+            keys_before,
+            "latest-key count after a failed call"
+        );
+    }
+    Ok((0..KEYS.len()).collect())
 }
 
 fn compare(sut: &Sut, model: &Model, keys: &[&[u8]], plan: &Plan) -> Result<(), TestCaseError> {
