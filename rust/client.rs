@@ -86,26 +86,45 @@ pub(crate) struct Reader<'a> {
 
 impl Reader<'_> {
     /// Calls `visit(i, value)` for every `keys[i]` (sorted): what the buffer decides, then the
-    /// cache, then one `MultiGet` of the rest.
+    /// cache, then one `MultiGet` of the rest. Rows the buffer holds appends for are in that
+    /// `MultiGet` too, their appends applied to what it returns: in a micro-batch most rows
+    /// read have appends from the same batch, and a `Get` each cost more than their merge.
     pub(crate) fn multi_read(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
         let mut misses: Vec<usize> = Vec::new();
+        // Per miss: the buffer's appends to apply to the stored row.
+        let mut appends: Vec<Option<&[u8]>> = Vec::new();
         for (i, key) in keys.iter().enumerate() {
-            if let Some(buffer) = self.buffer.filter(|b| b.decides(key)) {
-                buffer.read_with(key, &self.stored, &mut |value| visit(i, value))?;
-                continue;
+            if let Some(buffer) = self.buffer {
+                if let Some(pending) = buffer.appends_to_stored(key) {
+                    misses.push(i);
+                    appends.push(Some(pending));
+                    continue;
+                }
+                if buffer.decides(key) {
+                    buffer.read_with(key, &self.stored, &mut |value| visit(i, value))?;
+                    continue;
+                }
             }
             let cached = self
                 .stored
                 .cache
                 .filter(|_| is_latest_key(key))
                 .and_then(|c| c.with(key, |entry| visit(i, entry)));
-            match cached {
-                Some(result) => result?,
-                None => misses.push(i),
+            if let Some(result) = cached {
+                result?;
+            } else {
+                misses.push(i);
+                appends.push(None);
             }
         }
         let to_fetch: Vec<&[u8]> = misses.iter().map(|&i| keys[i]).collect();
         self.stored.backend.multi_get(&to_fetch, &mut |m, value| {
+            if let Some(pending) = appends[m] {
+                return visit(
+                    misses[m],
+                    Some(&merge_appends(value, std::iter::once(pending))),
+                );
+            }
             if let Some(cache) = self.stored.cache.filter(|_| is_latest_key(to_fetch[m])) {
                 cache.insert(to_fetch[m].to_vec(), value.map(<[u8]>::to_vec));
             }
@@ -402,6 +421,14 @@ impl Overlay {
         }
     }
 
+    /// The appends pending for `key` when they go on top of the stored value (which
+    /// `read_with` would read and merge them into).
+    fn appends_to_stored(&self, key: &[u8]) -> Option<&[u8]> {
+        let pending = self.pending.get(key)?;
+        let on_stored = matches!(pending.base, Base::Stored) && !pending.appends.is_empty();
+        on_stored.then_some(&pending.appends[..])
+    }
+
     /// Whether this overlay answers for `key` (a pending write, or a dropped segment).
     fn decides(&self, key: &[u8]) -> bool {
         self.pending.contains_key(key) || self.is_dropped(key)
@@ -656,9 +683,14 @@ impl<'s> Txn<'s> {
         }
     }
 
-    /// Makes room for the writes of `rows` puts (about two keys each).
+    /// Makes room for the writes of `rows` puts (at most two keys each) in a transaction of its
+    /// own. A write buffer is left to grow as it fills (and keeps its room when written):
+    /// sized for two keys a row, a micro-batch that writes each key several times would get a
+    /// table several times too large, sparse and slower to read.
     pub(crate) fn reserve(&mut self, rows: usize) {
-        self.overlay.pending.reserve(rows.saturating_mul(2));
+        if self.overlay.journal.is_none() {
+            self.overlay.pending.reserve(rows.saturating_mul(2));
+        }
     }
 
     /// A read of `key` copied out (the put algorithm edits what it reads).

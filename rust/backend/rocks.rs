@@ -244,12 +244,15 @@ impl Backend for RocksBackend {
         let Some(cf) = cf else {
             return Err(Error::corrupt(self.location(), "no default column family"));
         };
-        let (values, merged) =
+        let (values, mut merged) =
             collecting_merges(|| self.db.batched_multi_get_cf(cf, keys.iter().copied(), true));
         if !merged.is_empty() {
+            // Sorted for a binary search per key: a large batch can merge many rows.
+            merged.sort_unstable();
             let repaired = keys.iter().zip(&values).filter_map(|(key, value)| {
                 let value = value.as_ref().ok()?.as_deref()?;
-                merged.iter().any(|m| m == key).then_some((*key, value))
+                let was_merged = merged.binary_search_by(|m| m.as_slice().cmp(key)).is_ok();
+                was_merged.then_some((*key, value))
             });
             self.read_repair(repaired);
         }

@@ -59,6 +59,11 @@ pub(super) struct Plan {
 }
 
 impl Plan {
+    /// The as-of times the plan reads at.
+    pub(super) fn times(&self) -> &[i64] {
+        &self.as_of
+    }
+
     /// Queries around the horizon `H = ST − R`, for checks after every operation.
     pub(super) fn narrow(stream_time: i64, retention: i64) -> Self {
         let h = stream_time - retention;
