@@ -13,9 +13,10 @@
 //! The pending writes are an [`Overlay`]; a store whose write-ahead log is off keeps one across
 //! calls as a write buffer (Kafka Streams' record cache): each call's transaction runs on it
 //! directly, undone from a journal if the call fails, and it is written to RocksDB as one sorted
-//! batch when it has grown past its bound, on `flush`, on `checkpoint` and on close. Reads see it first. Without a write-ahead log nothing
-//! written since the last flush survives a crash either way, so the buffer loses no guarantee;
-//! with the log on, every call is written before it returns.
+//! batch when it has grown past its bound, on `flush`, on `checkpoint` and on close. Reads see
+//! it first. Without a write-ahead log nothing written since the last flush survives a crash
+//! either way, so the buffer loses no guarantee; with the log on, every call is written before
+//! it returns.
 
 use std::hash::BuildHasher;
 
@@ -640,12 +641,14 @@ impl Overlay {
 }
 
 /// A write transaction: its own writes over the store's buffer and committed state, plus the
-/// state changes they imply. `finish` hands the writes back to the store, which writes them
-/// or buffers them.
+/// state changes they imply. `finish` hands the writes back to the store, which writes them,
+/// or ends the transaction on the write buffer it ran on.
 pub(crate) struct Txn<'s> {
     reader: Reader<'s>,
     pub(crate) state: &'s mut State,
     overlay: Overlay,
+    /// The write buffer `overlay` was taken from, to go back to (`begin_on`).
+    home: Option<&'s mut Overlay>,
     /// Accepted writes, in order, when the store records a changelog.
     pub(crate) log: Option<Log>,
     /// `state.latest_keys` when the transaction began.
@@ -659,19 +662,26 @@ impl<'s> Txn<'s> {
             latest_keys_before: state.latest_keys,
             state,
             overlay: Overlay::default(),
+            home: None,
             log: None,
         }
     }
 
-    /// A transaction that runs on `overlay` (a store's write buffer) instead of collecting its
-    /// writes apart: hand the overlay back with `finish`, then `commit` or `roll_back` it.
-    pub(crate) fn begin_on(reader: Reader<'s>, state: &'s mut State, mut overlay: Overlay) -> Self {
+    /// A transaction that runs on the write buffer `buffer` instead of collecting its writes
+    /// apart; `finish` keeps or rolls back its writes there.
+    pub(crate) fn begin_on(
+        reader: Reader<'s>,
+        state: &'s mut State,
+        buffer: &'s mut Overlay,
+    ) -> Self {
+        let mut overlay = std::mem::take(buffer);
         overlay.begin();
         Self {
             reader,
             latest_keys_before: state.latest_keys,
             state,
             overlay,
+            home: Some(buffer),
             log: None,
         }
     }
@@ -748,12 +758,37 @@ impl<'s> Txn<'s> {
         }
     }
 
-    /// The transaction's writes and the accepted writes it logged.
-    pub(crate) fn finish(mut self) -> (Overlay, Option<Log>) {
+    /// Ends the transaction: its writes (none when it ran on a write buffer, which keeps them
+    /// when `ok` and rolls them back otherwise) and the accepted writes it logged.
+    pub(crate) fn finish(mut self, ok: bool) -> (Overlay, Option<Log>) {
         if self.state.latest_keys != self.latest_keys_before {
             self.overlay.latest_keys = self.state.latest_keys;
         }
-        (self.overlay, self.log)
+        let log = self.log.take();
+        let mut overlay = std::mem::take(&mut self.overlay);
+        if let Some(home) = self.home.take() {
+            if ok {
+                overlay.commit();
+            } else {
+                overlay.roll_back();
+            }
+            *home = overlay;
+            return (Overlay::default(), log);
+        }
+        (overlay, log)
+    }
+}
+
+impl Drop for Txn<'_> {
+    /// A transaction on a write buffer that ends without `finish` (a panic in the put
+    /// algorithm, which Python sees as an exception) rolls back and gives the buffer back:
+    /// the writes of earlier calls stay.
+    fn drop(&mut self) {
+        if let Some(home) = self.home.take() {
+            let mut overlay = std::mem::take(&mut self.overlay);
+            overlay.roll_back();
+            *home = overlay;
+        }
     }
 }
 
@@ -803,7 +838,8 @@ mod tests {
         prop_oneof![
             3 => (segment.clone(), key.clone(), proptest::option::of(any::<u8>()))
                 .prop_map(|(s, k, v)| Change::Write(s, k, v)),
-            3 => (segment.clone(), key.clone(), any::<u8>()).prop_map(|(s, k, v)| Change::Append(s, k, v)),
+            3 => (segment.clone(), key.clone(), any::<u8>())
+                .prop_map(|(s, k, v)| Change::Append(s, k, v)),
             1 => (segment, key).prop_map(|(s, k)| Change::NoteAbsent(s, k)),
             1 => (0i64..4, 1i64..3).prop_map(|(from, n)| Change::Drop(from, from + n)),
         ]
@@ -836,7 +872,11 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn a_rolled_back_transaction_leaves_the_buffer_as_it_was(

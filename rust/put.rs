@@ -254,11 +254,20 @@ pub(crate) mod fault {
     thread_local! {
         /// Placements left before one fails (`None`: none fails).
         static PLACES_BEFORE_FAILURE: Cell<Option<usize>> = const { Cell::new(None) };
+        /// Whether that failure is a panic rather than an error.
+        static PANICS: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// The placement after the next `places` ones fails, on this thread.
+    /// The placement after the next `places` ones fails with an error, on this thread.
     pub(crate) fn fail_after(places: usize) {
         PLACES_BEFORE_FAILURE.set(Some(places));
+        PANICS.set(false);
+    }
+
+    /// The placement after the next `places` ones panics, on this thread.
+    pub(crate) fn panic_after(places: usize) {
+        PLACES_BEFORE_FAILURE.set(Some(places));
+        PANICS.set(true);
     }
 
     /// Cancels a failure that has not happened.
@@ -271,6 +280,7 @@ pub(crate) mod fault {
             None => Ok(()),
             Some(0) => {
                 PLACES_BEFORE_FAILURE.set(None);
+                assert!(!PANICS.get(), "injected panic");
                 Err(Error::corrupt("a test", "injected failure"))
             }
             Some(n) => {

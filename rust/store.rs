@@ -475,17 +475,26 @@ impl VersionedStore {
 
     /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
     /// On any error nothing is written and the in-memory state (stream time, live segments)
-    /// is as before.
+    /// is as before. So too on a panic, which pyo3 raises in Python as an exception after
+    /// which the store is used on: the panic goes on once the state is restored (and the
+    /// transaction, dropped unfinished, has rolled back the write buffer).
     pub(crate) fn transaction<T>(
         &mut self,
         work: impl FnOnce(&mut Txn<'_>) -> Result<T>,
     ) -> Result<T> {
         let before = self.state.clone();
-        let result = self.run_transaction(work);
-        if result.is_err() {
-            self.state = before;
+        let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
+        match std::panic::catch_unwind(run) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
+                self.state = before;
+                Err(error)
+            }
+            Err(panic) => {
+                self.state = before;
+                std::panic::resume_unwind(panic)
+            }
         }
-        result
     }
 
     fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
@@ -500,7 +509,7 @@ impl VersionedStore {
             let mut txn = Txn::begin(reader, &mut self.state);
             txn.log = self.spool.is_some().then(Log::default);
             let value = work(&mut txn)?;
-            let (mut writes, log) = txn.finish();
+            let (mut writes, log) = txn.finish(true);
             let marks = self.defer_metadata_of(&mut writes);
             writes.write_to(
                 self.backend.as_mut(),
@@ -530,16 +539,10 @@ impl VersionedStore {
             },
             buffer: None,
         };
-        let mut txn = Txn::begin_on(reader, &mut self.state, std::mem::take(buffer));
+        let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
         txn.log = self.spool.is_some().then(Log::default);
         let value = work(&mut txn);
-        let (mut writes, log) = txn.finish();
-        if value.is_ok() {
-            writes.commit();
-        } else {
-            writes.roll_back();
-        }
-        *buffer = writes;
+        let (_, log) = txn.finish(value.is_ok());
         let value = value?;
         self.record(log.as_ref());
         Ok(value)

@@ -389,3 +389,53 @@ fn the_first_large_batch_after_a_reopen_sees_every_latest_value() {
         assert_eq!(store.get(b"never written").expect("get"), None);
     }
 }
+
+/// A panic inside a call (pyo3 raises it in Python as an exception, and the store is used on)
+/// leaves the store as the calls before it made it: the failed call's first writes rolled back
+/// from the write buffer it ran on, the stream time it advanced restored, and the writes of
+/// earlier calls still there, also after a reopen.
+#[test]
+fn a_call_that_panics_half_way_keeps_what_earlier_calls_wrote() {
+    use super::sut::{Backing, Sut};
+    for backing in [Backing::Memory, Backing::Logged, Backing::Buffered] {
+        let mut sut = Sut::new(kafka_config(), backing);
+        let store = sut.store_mut();
+        store.put(b"a", Some(b"1"), 10).expect("put");
+        store.put(b"a", Some(b"2"), 20).expect("put");
+        store.put(b"b", Some(b"x"), 15).expect("put");
+        let check = |store: &VersionedStore| {
+            assert_eq!(store.observed_stream_time(), 20, "{backing:?}");
+            assert_eq!(
+                store.get(b"a").expect("get"),
+                Some(record("2", 20, U)),
+                "{backing:?}"
+            );
+            assert_eq!(
+                store.get_as_of(b"a", 12).expect("get"),
+                Some(record("1", 10, 20)),
+                "{backing:?}"
+            );
+            assert_eq!(store.get(b"c").expect("get"), None, "{backing:?}");
+            let latest = store.stats().expect("stats").latest_keys;
+            if backing != Backing::Memory {
+                assert_eq!(latest, 2, "{backing:?}");
+            }
+        };
+        crate::put::fault::panic_after(1);
+        let rows: [super::harness::PutRow<'_>; 2] = [
+            (b"a", Some(b"3"), 30),
+            (b"c", Some(b"y"), 4 * SEGMENT_INTERVAL),
+        ];
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.put_batch(rows.iter().copied())
+        }));
+        crate::put::fault::clear();
+        assert!(
+            outcome.is_err(),
+            "{backing:?}: the injected panic did not happen"
+        );
+        check(sut.store());
+        sut.reopen();
+        check(sut.store());
+    }
+}
