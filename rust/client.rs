@@ -22,13 +22,13 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use crate::backend::{Backend, Visit, VisitIndexed, Write, WriteSet};
+use crate::backend::{Backend, Visit, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::changelog::Log;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, segment_of, storage_key};
 use crate::format::meta;
-use crate::format::segment_value::{Entry, encode_append, merge_appends};
+use crate::format::segment_value::{Entry, encode_append, lookup, merge_appends};
 use crate::latest::LatestCache;
 use crate::segments::Segments;
 
@@ -36,11 +36,35 @@ use crate::segments::Segments;
 pub(crate) trait ReadClient {
     fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
     fn location(&self) -> String;
+
+    /// Calls `visit` with what the history row under `key` says about time `t` (`None`: no
+    /// row). Rows nothing pending decides for may come from the backend's row cache.
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        self.read_with(key, &mut |bytes| {
+            visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
+        })
+    }
 }
 
 impl ReadClient for dyn Backend + '_ {
     fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
         self.get_with(key, visit)
+    }
+
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        Backend::lookup_row(self, key, t, location, visit)
     }
 
     fn location(&self) -> String {
@@ -75,6 +99,16 @@ impl ReadClient for Stored<'_> {
 
     fn location(&self) -> String {
         self.backend.location()
+    }
+
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        self.backend.lookup_row(key, t, location, visit)
     }
 }
 
@@ -144,6 +178,21 @@ impl ReadClient for Reader<'_> {
 
     fn location(&self) -> String {
         self.stored.location()
+    }
+
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        match self.buffer.filter(|b| b.decides(key)) {
+            Some(buffer) => buffer.read_with(key, &self.stored, &mut |bytes| {
+                visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
+            }),
+            None => self.stored.lookup_row(key, t, location, visit),
+        }
     }
 }
 
@@ -808,6 +857,21 @@ pub(crate) fn sort_prefix(key: &[u8]) -> (u64, u64) {
 impl ReadClient for Txn<'_> {
     fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
         self.overlay.read_with(key, &self.reader, visit)
+    }
+
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        if self.overlay.decides(key) {
+            return self.read_with(key, &mut |bytes| {
+                visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
+            });
+        }
+        self.reader.lookup_row(key, t, location, visit)
     }
 
     fn location(&self) -> String {

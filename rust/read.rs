@@ -265,20 +265,16 @@ pub(crate) fn as_of(
     };
     while let Some(segment) = probe.next_segment(state) {
         let location = || row_location(client, segment, key);
-        let found = read_map(client, &storage_key(segment, key), |bytes| {
-            let row = bytes
-                .map(|b| segment_value::lookup(b, as_of, &location))
-                .transpose()?;
-            Ok(match probe.visit(state, segment, row) {
-                Step::Next => None,
-                Step::Done(found) => {
-                    Some(found.map(|(timestamp, valid_to, value)| VersionedRecord {
-                        value: value.to_vec(),
-                        timestamp,
-                        valid_to: Some(valid_to),
-                    }))
-                }
-            })
+        let mut found = None;
+        client.lookup_row(&storage_key(segment, key), as_of, &location, &mut |row| {
+            if let Step::Done(answer) = probe.visit(state, segment, row) {
+                found = Some(answer.map(|(timestamp, valid_to, value)| VersionedRecord {
+                    value: value.to_vec(),
+                    timestamp,
+                    valid_to: Some(valid_to),
+                }));
+            }
+            Ok(())
         })?;
         if let Some(found) = found {
             return Ok(found);

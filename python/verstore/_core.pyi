@@ -102,9 +102,10 @@ class VersionedStore:
             record_changes: Record accepted writes for :meth:`take_changelog`, spooled to a
                 file in the store directory (not held in memory).
             memory_limit_mb: About how much memory this store keeps for itself: a quarter for
-                each of RocksDB's two memtables, half for its cache of latest values (the
-                process-wide block cache is apart). ``None``: 64 MiB memtables and a 32 MiB
-                cache.
+                each of RocksDB's two memtables, three eighths for its cache of latest values
+                and an eighth for its cache of long history rows, which single as-of reads
+                answer from (the process-wide block cache is apart). ``None``: 64 MiB
+                memtables and two 32 MiB caches.
 
         Raises:
             ValueError: A negative retention or an interval below 1.

@@ -10,6 +10,7 @@
 //! compactions, the map when it is read or when the appends outgrow the row.
 
 use crate::error::Result;
+use crate::format::segment_value::{Lookup, lookup};
 use crate::scan::ScanSource;
 
 pub(crate) mod memory;
@@ -44,11 +45,25 @@ pub(crate) type Visit<'v> = dyn FnMut(Option<&[u8]>) -> Result<()> + 'v;
 pub(crate) type VisitEntry<'v> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'v;
 /// Receives the value of key `i` of a batch read.
 pub(crate) type VisitIndexed<'v> = dyn FnMut(usize, Option<&[u8]>) -> Result<()> + 'v;
+/// Receives what a history row says about one time (`None`: there is no row).
+pub(crate) type VisitRow<'v> = dyn FnMut(Option<Lookup<'_>>) -> Result<()> + 'v;
 
 /// An ordered keyspace with atomic multi-key writes.
 pub(crate) trait Backend: Send {
     /// Calls `visit` with the value stored under `key`.
     fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
+    /// Calls `visit` with what the history row under `key` says about time `t`.
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        self.get_with(key, &mut |bytes| {
+            visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
+        })
+    }
     /// Calls `visit(i, value)` for every `keys[i]`, in order; `keys` are sorted ascending.
     fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()>;
     /// Whether no key has the prefix of `segment`.

@@ -18,12 +18,14 @@ use rocksdb::{
     WriteOptions,
 };
 
-use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, Write, WriteSet};
+use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{segment_of, segment_prefix};
-use crate::format::segment_value::merge_appends;
+use crate::format::segment_value::{lookup, merge_appends};
 use crate::scan::ScanSource;
+use row_cache::{DecodedRow, RowCache};
 
+mod row_cache;
 mod scan;
 
 /// How a RocksDB store writes.
@@ -38,6 +40,9 @@ pub struct RocksOptions {
     pub write_buffer_bytes: usize,
     /// Bound in bytes of the store's cache of latest values (0 turns it off).
     pub latest_cache_bytes: usize,
+    /// Bound in bytes of the store's cache of long history rows for single as-of reads (0 turns
+    /// it off).
+    pub row_cache_bytes: usize,
 }
 
 impl Default for RocksOptions {
@@ -47,6 +52,7 @@ impl Default for RocksOptions {
             block_cache_bytes: 128 << 20,
             write_buffer_bytes: 64 << 20,
             latest_cache_bytes: 32 << 20,
+            row_cache_bytes: 32 << 20,
         }
     }
 }
@@ -58,14 +64,15 @@ impl RocksOptions {
         Self { wal, ..self }
     }
 
-    /// Options that keep one store's own memory (memtables and latest-value cache) within
-    /// about `bytes`: half for two memtables, half for the cache. The process-wide block cache
-    /// is sized apart (`block_cache_bytes`).
+    /// Options that keep one store's own memory (memtables and caches) within about `bytes`:
+    /// half for two memtables, three eighths for the latest-value cache, an eighth for the row
+    /// cache. The process-wide block cache is sized apart (`block_cache_bytes`).
     #[must_use]
     pub fn with_memory_limit(self, bytes: usize) -> Self {
         Self {
             write_buffer_bytes: (bytes / 4).max(1 << 20),
-            latest_cache_bytes: bytes / 2,
+            latest_cache_bytes: bytes / 8 * 3,
+            row_cache_bytes: bytes / 8,
             ..self
         }
     }
@@ -84,6 +91,7 @@ pub(crate) struct RocksBackend {
     db: Arc<DB>,
     path: PathBuf,
     write_options: WriteOptions,
+    rows: RowCache,
 }
 
 /// The name RocksDB records for the merge operator; a store written with operands cannot be
@@ -176,6 +184,7 @@ impl RocksBackend {
             db: Arc::new(db),
             path: path.to_owned(),
             write_options,
+            rows: RowCache::new(options.row_cache_bytes),
         })
     }
 
@@ -237,6 +246,27 @@ impl Backend for RocksBackend {
             self.read_repair([(key, value)].into_iter());
         }
         visit(value.as_deref())
+    }
+
+    /// Long rows come from the row cache, or go into it (`row_cache.rs`).
+    fn lookup_row(
+        &self,
+        key: &[u8],
+        t: i64,
+        location: &dyn Fn() -> String,
+        visit: &mut VisitRow<'_>,
+    ) -> Result<()> {
+        if let Some(row) = self.rows.get(key) {
+            return visit(Some(row.lookup(t)));
+        }
+        self.get_with(key, &mut |bytes| match bytes {
+            Some(bytes) if self.rows.wants(bytes) => {
+                let row = Arc::new(DecodedRow::decode(bytes, location)?);
+                self.rows.insert(key, Arc::clone(&row));
+                visit(Some(row.lookup(t)))
+            }
+            bytes => visit(bytes.map(|b| lookup(b, t, location)).transpose()?),
+        })
     }
 
     fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
@@ -316,9 +346,16 @@ impl Backend for RocksBackend {
                 Write::Append(operands) => rocks_batch.merge(key, operands),
             }
         }
-        self.db
-            .write_opt(rocks_batch, &self.write_options)
-            .map_err(|e| self.storage_error(e))
+        let written = self.db.write_opt(rocks_batch, &self.write_options);
+        match written {
+            Ok(()) => self.rows.forget_written(
+                batch.writes.iter().map(|(key, _)| key.as_slice()),
+                batch.drop_segments.is_some(),
+            ),
+            // Whether any of it was applied is not known.
+            Err(_) => self.rows.clear(),
+        }
+        written.map_err(|e| self.storage_error(e))
     }
 
     fn flush(&self) -> Result<()> {

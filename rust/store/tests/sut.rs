@@ -10,7 +10,7 @@ pub(crate) enum Backing {
     /// RocksDB with its write-ahead log: every call written through.
     Logged,
     /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
-    /// calls), and the cache of latest values is tiny too (forgets often).
+    /// calls), and the caches of latest values and rows are tiny too (forget often).
     Buffered,
 }
 
@@ -23,6 +23,7 @@ impl Backing {
                 wal: false,
                 write_buffer_bytes: 2048,
                 latest_cache_bytes: 600,
+                row_cache_bytes: 2048,
                 ..RocksOptions::default()
             }),
         }

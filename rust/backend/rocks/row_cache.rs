@@ -1,0 +1,273 @@
+//! A cache of long history rows, decoded, for as-of reads one call at a time.
+//!
+//! A read into a row places its value by walking the row's index from the newest entry (the row
+//! stores no entry count, `docs/format.md`), and RocksDB copies a row out of its memtable on
+//! every `Get`. For a hot key with 1 000 versions that is a 44 KB copy and a 12 KB walk per
+//! read, against a hash lookup for a read of a newest version (the latest-value cache). The
+//! cache keeps long rows with their entries' times in an array, so such a read is a binary
+//! search. Batch reads walk each row once for all of their probes and do not use it.
+//!
+//! It lives in the RocksDB backend because every write goes through the backend's `write`:
+//! a row written there is forgotten once the write is applied, and a segment drop forgets every
+//! row (drops are rare: one per segment interval). Read repair rewrites a row with the bytes a
+//! read just merged, which is what a cached copy holds. So the cache never answers with
+//! anything RocksDB does not hold.
+//!
+//! Bounded in bytes like the latest-value cache: past the bound it forgets about half of its
+//! rows, in hash order (at random).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::format::key::segment_of;
+use crate::format::segment_value::{Lookup, SegmentRow};
+
+/// Rows shorter than this are read from RocksDB each time: their walk is short, and caching
+/// them would spend the budget on rows that gain little. Every row in tests, so that the
+/// property tests meet cached rows at every step.
+const MIN_ROW_BYTES: usize = if cfg!(test) { 1 } else { 1024 };
+
+/// Estimated bytes per cached row besides its bytes and times (map slot, headers, heap).
+const ROW_OVERHEAD: usize = 128;
+
+/// A row decoded once: the times of its entries (newest first) for a binary search, and where
+/// each value ends in the row's bytes.
+#[derive(Debug)]
+pub(crate) struct DecodedRow {
+    bytes: Vec<u8>,
+    next_timestamp: i64,
+    min_timestamp: i64,
+    times: Vec<i64>,
+    /// Per entry: the end of its value in `bytes` and its size (-1: a tombstone).
+    values: Vec<(usize, i32)>,
+}
+
+impl DecodedRow {
+    /// Decodes and checks `bytes` as [`SegmentRow::decode`] does.
+    pub(crate) fn decode(bytes: &[u8], location: &dyn Fn() -> String) -> Result<Self> {
+        let row = SegmentRow::decode(bytes, location)?;
+        let mut end = bytes.len();
+        let mut times = Vec::with_capacity(row.entries().len());
+        let mut values = Vec::with_capacity(row.entries().len());
+        // The newest value ends the row; each older one ends where the next newer one starts.
+        for entry in row.entries() {
+            times.push(entry.timestamp);
+            match entry.value {
+                Some(value) => {
+                    values.push((end, i32::try_from(value.len()).unwrap_or(i32::MAX)));
+                    end -= value.len();
+                }
+                None => values.push((end, -1)),
+            }
+        }
+        Ok(Self {
+            next_timestamp: row.next_timestamp(),
+            min_timestamp: row.min_timestamp(),
+            bytes: bytes.to_vec(),
+            times,
+            values,
+        })
+    }
+
+    /// What the row says about `t`: `segment_value::lookup` of its bytes.
+    pub(crate) fn lookup(&self, t: i64) -> Lookup<'_> {
+        if self.next_timestamp <= t {
+            return Lookup::After;
+        }
+        if self.min_timestamp > t {
+            return Lookup::Before {
+                min_timestamp: self.min_timestamp,
+            };
+        }
+        // Times strictly decrease and the oldest is `min_timestamp <= t`: an entry is found.
+        let index = self.times.partition_point(|&timestamp| timestamp > t);
+        let valid_to = match index.checked_sub(1) {
+            Some(newer) => self.times[newer],
+            None => self.next_timestamp,
+        };
+        let (end, size) = self.values[index];
+        let value = usize::try_from(size)
+            .ok()
+            .map(|len| self.bytes.get(end - len..end).unwrap_or_default());
+        Lookup::Found {
+            timestamp: self.times[index],
+            valid_to,
+            value,
+        }
+    }
+
+    fn cost(&self, key: &[u8]) -> usize {
+        key.len() + self.bytes.len() + self.times.len() * 24 + ROW_OVERHEAD
+    }
+}
+
+pub(crate) struct RowCache {
+    inner: RefCell<Rows>,
+}
+
+struct Rows {
+    map: HashMap<Vec<u8>, Arc<DecodedRow>, foldhash::fast::RandomState>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl RowCache {
+    /// A cache of at most about `budget` bytes (0: caches nothing).
+    pub(crate) fn new(budget: usize) -> Self {
+        Self {
+            inner: RefCell::new(Rows {
+                map: HashMap::default(),
+                bytes: 0,
+                budget,
+            }),
+        }
+    }
+
+    /// The cached row under `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<DecodedRow>> {
+        self.inner.borrow().map.get(key).cloned()
+    }
+
+    /// Whether a row of these bytes would be cached.
+    pub(crate) fn wants(&self, bytes: &[u8]) -> bool {
+        let rows = self.inner.borrow();
+        rows.budget > 0 && bytes.len() >= MIN_ROW_BYTES && bytes.len() < rows.budget / 4
+    }
+
+    pub(crate) fn insert(&self, key: &[u8], row: Arc<DecodedRow>) {
+        let mut rows = self.inner.borrow_mut();
+        rows.bytes += row.cost(key);
+        if let Some(old) = rows.map.insert(key.to_vec(), row) {
+            rows.bytes = rows.bytes.saturating_sub(old.cost(key));
+        }
+        if rows.bytes > rows.budget {
+            let mut keep = false;
+            rows.map.retain(|_, _| {
+                keep = !keep;
+                keep
+            });
+            rows.bytes = rows.map.iter().map(|(k, r)| r.cost(k)).sum();
+        }
+    }
+
+    /// Forgets the rows a write changes: every written history row, and every row when the
+    /// write drops segments.
+    pub(crate) fn forget_written<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        drops_segments: bool,
+    ) {
+        let mut rows = self.inner.borrow_mut();
+        if rows.map.is_empty() {
+            return;
+        }
+        if drops_segments {
+            rows.map.clear();
+            rows.bytes = 0;
+            return;
+        }
+        for key in keys.filter(|k| segment_of(k).is_some_and(|s| s >= 0)) {
+            if let Some(old) = rows.map.remove(key) {
+                rows.bytes = rows.bytes.saturating_sub(old.cost(key));
+            }
+        }
+    }
+
+    /// Forgets every row (after a write that may or may not have been applied).
+    pub(crate) fn clear(&self) {
+        let mut rows = self.inner.borrow_mut();
+        rows.map.clear();
+        rows.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::format::segment_value::{Entry, lookup};
+
+    fn loc() -> String {
+        "test row".to_owned()
+    }
+
+    /// A row of `versions` (newest first, strictly decreasing times, `None` tombstones)
+    /// valid until `next`.
+    fn encoded(next: i64, versions: &[(i64, Option<Vec<u8>>)]) -> Vec<u8> {
+        let mut row = SegmentRow::single(
+            Entry {
+                timestamp: versions[0].0,
+                value: versions[0].1.as_deref(),
+            },
+            next,
+        );
+        for (timestamp, value) in &versions[1..] {
+            row.insert_oldest(Entry {
+                timestamp: *timestamp,
+                value: value.as_deref(),
+            });
+        }
+        row.encode()
+    }
+
+    /// Versions newest first: `(timestamp, value)`, `None` a tombstone.
+    type Versions = Vec<(i64, Option<Vec<u8>>)>;
+
+    fn arb_row() -> impl Strategy<Value = (i64, Versions)> {
+        proptest::collection::btree_map(
+            0i64..1_000,
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4)),
+            1..40,
+        )
+        .prop_flat_map(|entries| {
+            let newest = *entries.keys().next_back().unwrap_or(&0);
+            let versions: Vec<_> = entries.into_iter().rev().collect();
+            (newest + 1..newest + 50).prop_map(move |next| (next, versions.clone()))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_decoded_row_answers_as_the_encoded_row((next, versions) in arb_row(), t in -5i64..1_100) {
+            let bytes = encoded(next, &versions);
+            let decoded = DecodedRow::decode(&bytes, &loc).expect("decode");
+            let expected = lookup(&bytes, t, &loc).expect("lookup");
+            prop_assert_eq!(decoded.lookup(t), expected);
+        }
+    }
+
+    #[test]
+    fn written_rows_are_forgotten_and_a_drop_forgets_all() {
+        let cache = RowCache::new(1 << 20);
+        let row = |t| {
+            Arc::new(DecodedRow::decode(&encoded(t + 1, &[(t, Some(vec![1]))]), &loc).expect("row"))
+        };
+        let key = |segment: i64| crate::format::key::storage_key(segment, b"k");
+        cache.insert(&key(1), row(5));
+        cache.insert(&key(2), row(6));
+        cache.forget_written([key(1).as_slice(), key(-1).as_slice()].into_iter(), false);
+        assert!(cache.get(&key(1)).is_none());
+        assert!(cache.get(&key(2)).is_some());
+        cache.forget_written(std::iter::empty(), true);
+        assert!(cache.get(&key(2)).is_none());
+    }
+
+    #[test]
+    fn past_its_budget_it_forgets_about_half() {
+        let one = DecodedRow::decode(&encoded(2, &[(1, Some(vec![0; 100]))]), &loc).expect("row");
+        let cost = one.cost(&crate::format::key::storage_key(0, b"k000"));
+        let cache = RowCache::new(cost * 10);
+        let one = Arc::new(one);
+        for i in 0..11 {
+            cache.insert(
+                &crate::format::key::storage_key(0, format!("k{i:03}").as_bytes()),
+                Arc::clone(&one),
+            );
+        }
+        let kept = cache.inner.borrow().map.len();
+        assert!((4..=7).contains(&kept), "{kept}");
+    }
+}
