@@ -22,13 +22,13 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use crate::backend::{Backend, Visit, VisitIndexed, VisitRow, Write, WriteSet};
+use crate::backend::{Backend, RowRead, Visit, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::changelog::Log;
 use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, segment_of, storage_key};
 use crate::format::meta;
-use crate::format::segment_value::{Entry, encode_append, lookup, merge_appends};
+use crate::format::segment_value::{Entry, encode_append, merge_appends};
 use crate::latest::LatestCache;
 use crate::segments::Segments;
 
@@ -39,16 +39,8 @@ pub(crate) trait ReadClient {
 
     /// Calls `visit` with what the history row under `key` says about time `t` (`None`: no
     /// row). Rows nothing pending decides for may come from the backend's row cache.
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        self.read_with(key, &mut |bytes| {
-            visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
-        })
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        self.read_with(read.key, &mut |bytes| visit(read.lookup(bytes)?))
     }
 }
 
@@ -57,14 +49,8 @@ impl ReadClient for dyn Backend + '_ {
         self.get_with(key, visit)
     }
 
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        Backend::lookup_row(self, key, t, location, visit)
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        Backend::lookup_row(self, read, visit)
     }
 
     fn location(&self) -> String {
@@ -101,14 +87,8 @@ impl ReadClient for Stored<'_> {
         self.backend.location()
     }
 
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        self.backend.lookup_row(key, t, location, visit)
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        self.backend.lookup_row(read, visit)
     }
 }
 
@@ -180,18 +160,12 @@ impl ReadClient for Reader<'_> {
         self.stored.location()
     }
 
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        match self.buffer.filter(|b| b.decides(key)) {
-            Some(buffer) => buffer.read_with(key, &self.stored, &mut |bytes| {
-                visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        match self.buffer.filter(|b| b.decides(read.key)) {
+            Some(buffer) => buffer.read_with(read.key, &self.stored, &mut |bytes| {
+                visit(read.lookup(bytes)?)
             }),
-            None => self.stored.lookup_row(key, t, location, visit),
+            None => self.stored.lookup_row(read, visit),
         }
     }
 }
@@ -859,19 +833,11 @@ impl ReadClient for Txn<'_> {
         self.overlay.read_with(key, &self.reader, visit)
     }
 
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        if self.overlay.decides(key) {
-            return self.read_with(key, &mut |bytes| {
-                visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
-            });
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        if self.overlay.decides(read.key) {
+            return self.read_with(read.key, &mut |bytes| visit(read.lookup(bytes)?));
         }
-        self.reader.lookup_row(key, t, location, visit)
+        self.reader.lookup_row(read, visit)
     }
 
     fn location(&self) -> String {

@@ -18,6 +18,7 @@
 //! stored in a later segment, since rows are placed by valid-to), stopping at the first row that
 //! ends at or before `from`.
 
+use crate::backend::RowRead;
 use crate::client::{ReadClient, Reader, State, read_map, sort_prefix};
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, segment_prefix, storage_key};
@@ -266,7 +267,13 @@ pub(crate) fn as_of(
     while let Some(segment) = probe.next_segment(state) {
         let location = || row_location(client, segment, key);
         let mut found = None;
-        client.lookup_row(&storage_key(segment, key), as_of, &location, &mut |row| {
+        let row_key = storage_key(segment, key);
+        let read = RowRead {
+            key: &row_key,
+            t: as_of,
+            location: &location,
+        };
+        client.lookup_row(&read, &mut |row| {
             if let Step::Done(answer) = probe.visit(state, segment, row) {
                 found = Some(answer.map(|(timestamp, valid_to, value)| VersionedRecord {
                     value: value.to_vec(),

@@ -48,21 +48,28 @@ pub(crate) type VisitIndexed<'v> = dyn FnMut(usize, Option<&[u8]>) -> Result<()>
 /// Receives what a history row says about one time (`None`: there is no row).
 pub(crate) type VisitRow<'v> = dyn FnMut(Option<Lookup<'_>>) -> Result<()> + 'v;
 
+/// An as-of read of one history row: its storage key, the time, and how to name the row in
+/// an error.
+pub(crate) struct RowRead<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) t: i64,
+    pub(crate) location: &'a dyn Fn() -> String,
+}
+
+impl RowRead<'_> {
+    /// What the row's bytes (`None`: no row) say about `t`.
+    pub(crate) fn lookup<'b>(&self, bytes: Option<&'b [u8]>) -> Result<Option<Lookup<'b>>> {
+        bytes.map(|b| lookup(b, self.t, self.location)).transpose()
+    }
+}
+
 /// An ordered keyspace with atomic multi-key writes.
 pub(crate) trait Backend: Send {
     /// Calls `visit` with the value stored under `key`.
     fn get_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()>;
-    /// Calls `visit` with what the history row under `key` says about time `t`.
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        self.get_with(key, &mut |bytes| {
-            visit(bytes.map(|b| lookup(b, t, location)).transpose()?)
-        })
+    /// Calls `visit` with what the history row `read.key` says about time `read.t`.
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        self.get_with(read.key, &mut |bytes| visit(read.lookup(bytes)?))
     }
     /// Calls `visit(i, value)` for every `keys[i]`, in order; `keys` are sorted ascending.
     fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()>;

@@ -18,10 +18,10 @@ use rocksdb::{
     WriteOptions,
 };
 
-use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
+use super::{Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{segment_of, segment_prefix};
-use crate::format::segment_value::{lookup, merge_appends};
+use crate::format::segment_value::merge_appends;
 use crate::scan::ScanSource;
 use row_cache::{DecodedRow, RowCache};
 
@@ -249,23 +249,17 @@ impl Backend for RocksBackend {
     }
 
     /// Long rows come from the row cache, or go into it (`row_cache.rs`).
-    fn lookup_row(
-        &self,
-        key: &[u8],
-        t: i64,
-        location: &dyn Fn() -> String,
-        visit: &mut VisitRow<'_>,
-    ) -> Result<()> {
-        if let Some(row) = self.rows.get(key) {
-            return visit(Some(row.lookup(t)));
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        if let Some(row) = self.rows.get(read.key) {
+            return visit(Some(row.lookup(read.t)));
         }
-        self.get_with(key, &mut |bytes| match bytes {
+        self.get_with(read.key, &mut |bytes| match bytes {
             Some(bytes) if self.rows.wants(bytes) => {
-                let row = Arc::new(DecodedRow::decode(bytes, location)?);
-                self.rows.insert(key, Arc::clone(&row));
-                visit(Some(row.lookup(t)))
+                let row = Arc::new(DecodedRow::decode(bytes, read.location)?);
+                self.rows.insert(read.key, Arc::clone(&row));
+                visit(Some(row.lookup(read.t)))
             }
-            bytes => visit(bytes.map(|b| lookup(b, t, location)).transpose()?),
+            bytes => visit(read.lookup(bytes)?),
         })
     }
 
