@@ -109,16 +109,17 @@ impl Reader<'_> {
         // Per miss: the buffer's appends to apply to the stored row.
         let mut appends: Vec<Option<&[u8]>> = Vec::new();
         for (i, key) in keys.iter().enumerate() {
-            if let Some(buffer) = self.buffer {
-                if let Some(pending) = buffer.appends_to_stored(key) {
+            match self.buffer.map(|b| (b, b.pended(key))) {
+                Some((_, Pended::OnStored(pending))) => {
                     misses.push(i);
                     appends.push(Some(pending));
                     continue;
                 }
-                if buffer.decides(key) {
+                Some((buffer, Pended::Decided)) => {
                     buffer.read_with(key, &self.stored, &mut |value| visit(i, value))?;
                     continue;
                 }
+                Some((_, Pended::Below)) | None => {}
             }
             let cached = self
                 .stored
@@ -324,6 +325,16 @@ impl PendingMap {
     }
 }
 
+/// What an overlay does to a read of one key.
+enum Pended<'a> {
+    /// Nothing: the read goes below.
+    Below,
+    /// Row appends go on top of the value below (`read_with` reads it and merges them in).
+    OnStored(&'a [u8]),
+    /// The overlay has the answer: a pending write, or a dropped segment.
+    Decided,
+}
+
 /// Writes not yet in the backend: per key a replacement value and row appends, the segments
 /// dropped, and whether observed stream time moved. A transaction collects its writes in one;
 /// a store whose write-ahead log is off keeps one across calls as its write buffer, and runs
@@ -349,7 +360,7 @@ pub(crate) struct Overlay {
 /// time and every time it changes them, so that restoring in reverse order ends with the
 /// oldest. Saving keeps a write buffer's transaction at one map insert per write: without it,
 /// each call collected its writes in a map of its own, then moved every one into the buffer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Journal {
     saved: Vec<(Vec<u8>, Saved)>,
     dropped: Option<(i64, i64)>,
@@ -445,17 +456,21 @@ impl Overlay {
         }
     }
 
-    /// The appends pending for `key` when they go on top of the stored value (which
-    /// `read_with` would read and merge them into).
-    fn appends_to_stored(&self, key: &[u8]) -> Option<&[u8]> {
-        let pending = self.pending.get(key)?;
-        let on_stored = matches!(pending.base, Base::Stored) && !pending.appends.is_empty();
-        on_stored.then_some(&pending.appends[..])
+    /// What this overlay does to a read of `key`, found with one lookup.
+    fn pended(&self, key: &[u8]) -> Pended<'_> {
+        match self.pending.get(key) {
+            Some(p) if matches!(p.base, Base::Stored) && !p.appends.is_empty() => {
+                Pended::OnStored(&p.appends)
+            }
+            Some(_) => Pended::Decided,
+            None if self.is_dropped(key) => Pended::Decided,
+            None => Pended::Below,
+        }
     }
 
     /// Whether this overlay answers for `key` (a pending write, or a dropped segment).
     fn decides(&self, key: &[u8]) -> bool {
-        self.pending.contains_key(key) || self.is_dropped(key)
+        !matches!(self.pended(key), Pended::Below)
     }
 
     fn put(&mut self, key: Vec<u8>, mut pending: Pending) {
@@ -781,13 +796,16 @@ impl<'s> Txn<'s> {
         }
     }
 
-    /// Ends the transaction: its writes (none when it ran on a write buffer, which keeps them
-    /// when `ok` and rolls them back otherwise) and the accepted writes it logged.
-    pub(crate) fn finish(mut self, ok: bool) -> (Overlay, Option<Log>) {
-        if self.state.latest_keys != self.latest_keys_before {
-            self.overlay.latest_keys = self.state.latest_keys;
-        }
-        let log = self.log.take();
+    /// The transaction's writes and the accepted writes it logged.
+    pub(crate) fn finish(mut self) -> (Overlay, Option<Log>) {
+        self.note_latest_keys();
+        (std::mem::take(&mut self.overlay), self.log.take())
+    }
+
+    /// Ends a transaction begun with `begin_on`: the write buffer keeps its writes when `ok`
+    /// and rolls them back otherwise. Returns the accepted writes it logged.
+    pub(crate) fn finish_on_buffer(mut self, ok: bool) -> Option<Log> {
+        self.note_latest_keys();
         let mut overlay = std::mem::take(&mut self.overlay);
         if let Some(home) = self.home.take() {
             if ok {
@@ -796,9 +814,15 @@ impl<'s> Txn<'s> {
                 overlay.roll_back();
             }
             *home = overlay;
-            return (Overlay::default(), log);
         }
-        (overlay, log)
+        self.log.take()
+    }
+
+    /// Records the new count of latest-value entries with the writes, when it changed.
+    fn note_latest_keys(&mut self) {
+        if self.state.latest_keys != self.latest_keys_before {
+            self.overlay.latest_keys = self.state.latest_keys;
+        }
     }
 }
 

@@ -17,9 +17,9 @@
 //! In-memory stores have no cache (their map is the same lookup).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use crate::backend::Backend;
+use crate::bounded::BoundedMap;
 use crate::error::Result;
 use crate::format::key::LATEST_SEGMENT;
 
@@ -31,9 +31,7 @@ pub(crate) struct LatestCache {
 }
 
 struct Entries {
-    map: HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>,
-    bytes: usize,
-    budget: usize,
+    map: BoundedMap<Option<Vec<u8>>>,
     /// Every latest-value entry RocksDB holds is in `map` (the store was empty when opened and
     /// nothing was forgotten since, or it was filled with all of them): a key the cache does
     /// not know has no entry.
@@ -56,9 +54,7 @@ impl LatestCache {
     pub(crate) fn new(budget: usize, empty: bool) -> Self {
         Self {
             inner: RefCell::new(Entries {
-                map: HashMap::default(),
-                bytes: 0,
-                budget,
+                map: BoundedMap::new(budget, |key, entry| cost(key, entry.as_ref())),
                 complete: empty && budget > 0,
                 forgets: 0,
                 warmed: false,
@@ -92,7 +88,7 @@ impl LatestCache {
         const GUESS: usize = 64;
         {
             let mut entries = self.inner.borrow_mut();
-            if entries.warmed || entries.complete || entries.budget == 0 {
+            if entries.warmed || entries.complete || entries.map.budget() == 0 {
                 return Ok(());
             }
             let rows = u64::try_from(rows).unwrap_or(u64::MAX);
@@ -107,7 +103,7 @@ impl LatestCache {
             let needed = usize::try_from(count)
                 .unwrap_or(usize::MAX)
                 .saturating_mul(ENTRY_OVERHEAD + GUESS);
-            if entries.bytes.saturating_add(needed) > entries.budget {
+            if entries.map.bytes().saturating_add(needed) > entries.map.budget() {
                 return Ok(());
             }
         }
@@ -130,24 +126,9 @@ impl LatestCache {
     /// Records that RocksDB holds `entry` under `key`.
     pub(crate) fn insert(&self, key: Vec<u8>, entry: Option<Vec<u8>>) {
         let mut entries = self.inner.borrow_mut();
-        if entries.budget == 0 {
-            return;
-        }
-        entries.bytes += cost(&key, entry.as_ref());
-        if let Some(old) = entries.map.insert(key, entry) {
-            // The key's own bytes were counted twice: count the old entry's key by the new one.
-            let removed = old.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
-            entries.bytes = entries.bytes.saturating_sub(removed);
-        }
-        if entries.bytes > entries.budget {
+        if entries.map.insert(key, entry) {
             entries.complete = false;
             entries.forgets += 1;
-            let mut keep = false;
-            entries.map.retain(|_, _| {
-                keep = !keep;
-                keep
-            });
-            entries.bytes = entries.map.iter().map(|(k, v)| cost(k, v.as_ref())).sum();
         }
     }
 }
@@ -227,10 +208,10 @@ mod tests {
         }
         let entries = cache.inner.borrow();
         assert!(
-            entries.bytes <= entries.budget,
+            entries.map.bytes() <= entries.map.budget(),
             "{} > {}",
-            entries.bytes,
-            entries.budget
+            entries.map.bytes(),
+            entries.map.budget()
         );
         assert!(!entries.map.is_empty());
         assert!(

@@ -9,6 +9,7 @@
 //! The core knows no Python: the pyo3 glue lives in `python/` behind the `python` feature.
 
 mod backend;
+mod bounded;
 mod changelog;
 mod client;
 mod config;

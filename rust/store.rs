@@ -509,7 +509,7 @@ impl VersionedStore {
             let mut txn = Txn::begin(reader, &mut self.state);
             txn.log = self.spool.is_some().then(Log::default);
             let value = work(&mut txn)?;
-            let (mut writes, log) = txn.finish(true);
+            let (mut writes, log) = txn.finish();
             let marks = self.defer_metadata_of(&mut writes);
             writes.write_to(
                 self.backend.as_mut(),
@@ -542,7 +542,7 @@ impl VersionedStore {
         let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
         txn.log = self.spool.is_some().then(Log::default);
         let value = work(&mut txn);
-        let (_, log) = txn.finish(value.is_ok());
+        let log = txn.finish_on_buffer(value.is_ok());
         let value = value?;
         self.record(log.as_ref());
         Ok(value)

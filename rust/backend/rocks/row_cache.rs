@@ -13,13 +13,12 @@
 //! read just merged, which is what a cached copy holds. So the cache never answers with
 //! anything RocksDB does not hold.
 //!
-//! Bounded in bytes like the latest-value cache: past the bound it forgets about half of its
-//! rows, in hash order (at random).
+//! Bounded in bytes like the latest-value cache (`crate::bounded`).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::bounded::BoundedMap;
 use crate::error::Result;
 use crate::format::key::segment_of;
 use crate::format::segment_value::{Lookup, SegmentRow};
@@ -123,52 +122,30 @@ impl DecodedRow {
 }
 
 pub(crate) struct RowCache {
-    inner: RefCell<Rows>,
-}
-
-struct Rows {
-    map: HashMap<Vec<u8>, Arc<DecodedRow>, foldhash::fast::RandomState>,
-    bytes: usize,
-    budget: usize,
+    rows: RefCell<BoundedMap<Arc<DecodedRow>>>,
 }
 
 impl RowCache {
     /// A cache of at most about `budget` bytes (0: caches nothing).
     pub(crate) fn new(budget: usize) -> Self {
         Self {
-            inner: RefCell::new(Rows {
-                map: HashMap::default(),
-                bytes: 0,
-                budget,
-            }),
+            rows: RefCell::new(BoundedMap::new(budget, |key, row| row.cost(key))),
         }
     }
 
     /// The cached row under `key`.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Arc<DecodedRow>> {
-        self.inner.borrow().map.get(key).cloned()
+        self.rows.borrow().get(key).cloned()
     }
 
     /// Whether a row of these bytes would be cached.
     pub(crate) fn wants(&self, bytes: &[u8]) -> bool {
-        let rows = self.inner.borrow();
-        rows.budget > 0 && bytes.len() >= MIN_ROW_BYTES && bytes.len() < rows.budget / 4
+        let budget = self.rows.borrow().budget();
+        bytes.len() >= MIN_ROW_BYTES && bytes.len() < budget / 4
     }
 
     pub(crate) fn insert(&self, key: &[u8], row: Arc<DecodedRow>) {
-        let mut rows = self.inner.borrow_mut();
-        rows.bytes += row.cost(key);
-        if let Some(old) = rows.map.insert(key.to_vec(), row) {
-            rows.bytes = rows.bytes.saturating_sub(old.cost(key));
-        }
-        if rows.bytes > rows.budget {
-            let mut keep = false;
-            rows.map.retain(|_, _| {
-                keep = !keep;
-                keep
-            });
-            rows.bytes = rows.map.iter().map(|(k, r)| r.cost(k)).sum();
-        }
+        self.rows.borrow_mut().insert(key.to_vec(), row);
     }
 
     /// Forgets the rows a write changes: every written history row, and every row when the
@@ -178,27 +155,22 @@ impl RowCache {
         keys: impl Iterator<Item = &'k [u8]>,
         drops_segments: bool,
     ) {
-        let mut rows = self.inner.borrow_mut();
-        if rows.map.is_empty() {
+        let mut rows = self.rows.borrow_mut();
+        if rows.is_empty() {
             return;
         }
         if drops_segments {
-            rows.map.clear();
-            rows.bytes = 0;
+            rows.clear();
             return;
         }
         for key in keys.filter(|k| segment_of(k).is_some_and(|s| s >= 0)) {
-            if let Some(old) = rows.map.remove(key) {
-                rows.bytes = rows.bytes.saturating_sub(old.cost(key));
-            }
+            rows.remove(key);
         }
     }
 
     /// Forgets every row (after a write that may or may not have been applied).
     pub(crate) fn clear(&self) {
-        let mut rows = self.inner.borrow_mut();
-        rows.map.clear();
-        rows.bytes = 0;
+        self.rows.borrow_mut().clear();
     }
 }
 
@@ -286,7 +258,7 @@ mod tests {
                 Arc::clone(&one),
             );
         }
-        let kept = cache.inner.borrow().map.len();
+        let kept = cache.rows.borrow().bytes() / cost;
         assert!((4..=7).contains(&kept), "{kept}");
     }
 }
