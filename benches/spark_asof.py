@@ -381,8 +381,33 @@ class _TimedStore:
         return timed
 
 
+def _kept_in_memory() -> Any:
+    """Stand-in for ``_runtime._partition_stores``: one in-memory store for every micro-batch,
+    never opened, committed or closed."""
+    from contextlib import contextmanager
+
+    import verstore
+    from verstore.spark import _runtime as R
+    from verstore.spark._metrics import TaskMetrics
+
+    kept = verstore.VersionedStore.in_memory(history_retention_ms=7 * 86_400_000)
+
+    @contextmanager
+    def stores(conf: Any, specs: Any, partitions: int, spill: Any) -> Any:
+        yield R.PartitionContext(
+            stores={name: kept for name in specs},
+            batch_id=conf.batch_id,
+            partition=conf.partition,
+            rebuilt=dict.fromkeys(specs, False),
+            spill=spill,
+            metrics=TaskMetrics(),
+        )
+
+    return stores
+
+
 def profile_partition(
-    scale: Scale, partitions: int = 4, partition: int = 0
+    scale: Scale, partitions: int = 4, partition: int = 0, in_memory: bool = False
 ) -> list[dict[str, float]]:
     """Times one partition's micro-batches of ``asof_join`` outside Spark, with the code its
     tasks run (``_runtime._partition_stores`` and the join's partition function, on a real
@@ -391,6 +416,10 @@ def profile_partition(
 
     The partition holds the keys whose CRC-32 falls in it (not Spark's murmur3: the load per
     partition is what matters), as 10 000-row Arrow batches, as Spark hands them over.
+
+    With ``in_memory`` the partition function gets one in-memory store that lives through all
+    micro-batches and is never opened or committed: the join's state work without any
+    durability, a bound on what a faster durable store could reach.
 
     Returns:
         Per micro-batch: ``rows`` (input rows), and milliseconds: ``open`` (opening the
@@ -454,7 +483,7 @@ def profile_partition(
         pa.schema([pa.field("symbol", pa.string())]), pa.schema([pa.field("price", pa.float64())])
     )
     specs = {"bench_asof": R.StoreSpec(history_retention_ms=7 * 86_400_000, columns=layout)}
-    stores = contextmanager(R._partition_stores)
+    stores = _kept_in_memory() if in_memory else contextmanager(R._partition_stores)
     root = Path(tempfile.mkdtemp(prefix="verstore-profile-"))
     out = []
     try:
@@ -514,6 +543,10 @@ if __name__ == "__main__":
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--rows", type=int, default=600_000)
     parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument(
+        "--in-memory", action="store_true", help="an in-memory store, never opened or committed"
+    )
     args = parser.parse_args()
-    for row in profile_partition(Scale(args.keys, args.rows, args.batches)):
+    scale = Scale(args.keys, args.rows, args.batches)
+    for row in profile_partition(scale, in_memory=args.in_memory):
         print("  ".join(f"{k}={v}" for k, v in row.items()))
