@@ -421,6 +421,8 @@ def profile_partition(
     micro-batches and is never opened or committed: the join's state work without any
     durability, a bound on what a faster durable store could reach.
 
+    The join's output is checked against the ``merge_asof`` oracle of the partition's rows.
+
     Returns:
         Per micro-batch: ``rows`` (input rows), and milliseconds: ``open`` (opening the
         store), ``function`` (the partition function, including) ``put_batch`` and
@@ -439,13 +441,13 @@ def profile_partition(
     from verstore.spark._spill import RowBuffer, SpillArea
     from verstore.spark.joins import _AsofPartition
 
-    def tagged(batch: Batch) -> list[pa.RecordBatch]:
-        def mine(table: pa.Table) -> pa.Table:
-            symbols = table.column("symbol").to_pylist()
-            keep = [zlib.crc32(s.encode()) % partitions == partition for s in symbols]
-            return table.filter(pa.array(keep))
+    def mine(table: pa.Table) -> pa.Table:
+        symbols = table.column("symbol").to_pylist()
+        keep = [zlib.crc32(s.encode()) % partitions == partition for s in symbols]
+        return table.filter(pa.array(keep))
 
-        o, p = mine(batch.orders), mine(batch.prices)
+    def tagged(part: Batch) -> list[pa.RecordBatch]:
+        o, p = part.orders, part.prices
         stream = {
             "side": pa.array(np.ones(o.num_rows, np.int8)),
             "k": o["symbol"],
@@ -486,9 +488,12 @@ def profile_partition(
     stores = _kept_in_memory() if in_memory else contextmanager(R._partition_stores)
     root = Path(tempfile.mkdtemp(prefix="verstore-profile-"))
     out = []
+    parts: list[Batch] = []
+    outputs: dict[int, pa.Table] = {}
     try:
         for b, batch in enumerate(generate(scale)):
-            inputs = tagged(batch)
+            parts.append(Batch(mine(batch.orders), mine(batch.prices)))
+            inputs = tagged(parts[-1])
             conf = TaskConf(
                 checkpoint_root=str(root / "checkpoint"),
                 storage_options={},
@@ -512,8 +517,10 @@ def profile_partition(
                         output.add(result)
                     t2 = time.perf_counter()
                 t3 = time.perf_counter()
-                list(output.batches())
+                joined = list(output.batches())
             t4 = time.perf_counter()
+            if joined:
+                outputs[b] = pa.Table.from_batches(joined)
             floor = [  # the pass-through's sides are the other way round
                 x.rename_columns(floor_names).set_column(
                     0, "side", pc.subtract(pa.scalar(1, pa.int8()), x.column(0))
@@ -533,6 +540,9 @@ def profile_partition(
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    problems = check(parts, outputs, joins=True)
+    if problems:
+        raise AssertionError(f"the profiled join differs from the oracle: {problems[:5]}")
     return out
 
 
