@@ -465,7 +465,8 @@ def profile_partition(
             "price": p["price"],
         }
         both = pa.concat_tables([pa.table(table), pa.table(stream)]).combine_chunks()
-        return both.to_batches(max_chunksize=10_000)
+        batches: list[pa.RecordBatch] = both.to_batches(max_chunksize=10_000)
+        return batches
 
     # The join's shuffled columns (side 0 = table, 1 = stream; the key and the long time are
     # shuffled once, see asof_join) and the pass-through's (side 0 = order).
@@ -512,7 +513,8 @@ def profile_partition(
                 output = RowBuffer(spill, share=0.25)
                 with stores(conf, specs, partitions, spill) as ctx:
                     t1 = time.perf_counter()
-                    ctx.stores["bench_asof"] = _TimedStore(ctx.store("bench_asof"), timings)
+                    timed: Any = _TimedStore(ctx.store("bench_asof"), timings)
+                    ctx.stores["bench_asof"] = timed
                     for result in fn(ctx, iter(x.rename_columns(join_names) for x in inputs)):
                         output.add(result)
                     t2 = time.perf_counter()
