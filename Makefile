@@ -89,7 +89,7 @@ lint: develop
 	cargo clippy --release --all-targets --all-features -- -D warnings
 	$(PY) -m ruff check python tests benches examples
 	$(PY) -m ruff format --check python tests benches examples
-	$(PY) -m mypy python/verstore
+	$(PY) -m mypy python/verstore benches
 	$(PY) -m mypy.stubtest verstore._core --mypy-config-file pyproject.toml
 
 clean:

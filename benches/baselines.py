@@ -19,7 +19,7 @@ import bisect
 import marshal
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import rocksdict
 
@@ -39,7 +39,8 @@ class RawRocks:
     def __init__(self, path: Path, *, wal: bool = False) -> None:
         self.db = rocksdict.Rdict(str(path), _rocks_options())
         write = rocksdict.WriteOptions()
-        write.disable_wal = not wal
+        # A property at runtime; rocksdict's stubs declare it a method.
+        write.disable_wal = not wal  # type: ignore[method-assign, assignment]
         self.db.set_write_options(write)
 
     def put_batch(self, keys: list[bytes], values: list[bytes]) -> None:
@@ -51,7 +52,7 @@ class RawRocks:
 
     def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
         """RocksDB's MultiGet (which sorts the keys itself)."""
-        return self.db.get(keys)  # type: ignore[no-any-return]
+        return cast("list[bytes | None]", self.db.get(cast(Any, keys)))
 
     def count_found(self, keys: list[bytes], batch_rows: int) -> int:
         """How many of ``keys`` hold a value, read by ``MultiGet`` in batches of ``batch_rows``."""
@@ -134,7 +135,7 @@ class NaiveRocksHistory:
             return None
         times, values = marshal.loads(stored)
         i = bisect.bisect_right(times, as_of)
-        return values[i - 1] if i else None  # type: ignore[no-any-return]
+        return values[i - 1] if i else None
 
     def close(self) -> None:
         self.raw.close()

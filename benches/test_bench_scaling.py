@@ -124,7 +124,8 @@ def test_as_of_versions_raw_multi_get(benchmark: Any, raw_rows: Any) -> None:
     keys = names.to_pylist()
 
     def run() -> int:
-        return raw.count_found(keys, BATCH_ROWS)
+        found: int = raw.count_found(keys, BATCH_ROWS)
+        return found
 
     assert benchmark.pedantic(run, rounds=5) == PROBES
     per_row(benchmark, PROBES)
