@@ -99,7 +99,19 @@ pub(crate) struct Reader<'a> {
     pub(crate) buffer: Option<&'a Overlay>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// Reads of `backend` through its latest-value `cache`, under the write `buffer` if any.
+    pub(crate) fn new(
+        backend: &'a dyn Backend,
+        cache: Option<&'a LatestCache>,
+        buffer: Option<&'a Overlay>,
+    ) -> Self {
+        Self {
+            stored: Stored { backend, cache },
+            buffer,
+        }
+    }
+
     /// Calls `visit(i, value)` for every `keys[i]` (sorted): what the buffer decides, then the
     /// cache, then one `MultiGet` of the rest. Rows the buffer holds appends for are in that
     /// `MultiGet` too, their appends applied to what it returns: in a micro-batch most rows
@@ -806,16 +818,22 @@ impl<'s> Txn<'s> {
     /// and rolls them back otherwise. Returns the accepted writes it logged.
     pub(crate) fn finish_on_buffer(mut self, ok: bool) -> Option<Log> {
         self.note_latest_keys();
-        let mut overlay = std::mem::take(&mut self.overlay);
+        self.hand_back(ok);
+        self.log.take()
+    }
+
+    /// Gives a transaction begun with `begin_on` back to its write buffer: committed when
+    /// `keep`, rolled back otherwise (a no-op once given back).
+    fn hand_back(&mut self, keep: bool) {
         if let Some(home) = self.home.take() {
-            if ok {
+            let mut overlay = std::mem::take(&mut self.overlay);
+            if keep {
                 overlay.commit();
             } else {
                 overlay.roll_back();
             }
             *home = overlay;
         }
-        self.log.take()
     }
 
     /// Records the new count of latest-value entries with the writes, when it changed.
@@ -831,11 +849,7 @@ impl Drop for Txn<'_> {
     /// algorithm, which Python sees as an exception) rolls back and gives the buffer back:
     /// the writes of earlier calls stay.
     fn drop(&mut self) {
-        if let Some(home) = self.home.take() {
-            let mut overlay = std::mem::take(&mut self.overlay);
-            overlay.roll_back();
-            *home = overlay;
-        }
+        self.hand_back(false);
     }
 }
 

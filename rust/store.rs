@@ -18,7 +18,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
 use crate::changelog::{Log, Spool};
-use crate::client::{Overlay, Reader, State, Stored, Txn};
+use crate::client::{Overlay, Reader, State, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
@@ -288,13 +288,11 @@ impl VersionedStore {
     }
 
     fn reader(&self) -> Reader<'_> {
-        Reader {
-            stored: Stored {
-                backend: self.backend.as_ref(),
-                cache: self.cache.as_ref(),
-            },
-            buffer: self.buffer.as_ref(),
-        }
+        Reader::new(
+            self.backend.as_ref(),
+            self.cache.as_ref(),
+            self.buffer.as_ref(),
+        )
     }
 
     /// Writes the write buffer, if any, to RocksDB.
@@ -499,13 +497,7 @@ impl VersionedStore {
 
     fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
         let Some(buffer) = &mut self.buffer else {
-            let reader = Reader {
-                stored: Stored {
-                    backend: self.backend.as_ref(),
-                    cache: self.cache.as_ref(),
-                },
-                buffer: None,
-            };
+            let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
             let mut txn = Txn::begin(reader, &mut self.state);
             txn.log = self.spool.is_some().then(Log::default);
             let value = work(&mut txn)?;
@@ -532,13 +524,7 @@ impl VersionedStore {
             )?;
         }
         // The transaction runs on the buffer itself, so its reads go straight to storage.
-        let reader = Reader {
-            stored: Stored {
-                backend: self.backend.as_ref(),
-                cache: self.cache.as_ref(),
-            },
-            buffer: None,
-        };
+        let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
         let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
         txn.log = self.spool.is_some().then(Log::default);
         let value = work(&mut txn);
