@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from verstore.spark._spill import SORT_KEY
+from verstore.spark._spill import SORT_KEY, concat_batches
 
 
 def encode(batch: Any, columns: list[str]) -> Any:
@@ -84,17 +84,22 @@ def last_run_start(columns: Sequence[Any]) -> int:
 
 def whole_runs(chunks: Iterator[Any], columns: list[str]) -> Iterator[Any]:
     """Sorted chunks re-cut so that no run of equal ``columns`` spans two of them: the last
-    run of a chunk is held back and prepended to the next."""
-    import pyarrow as pa
+    run of a chunk is held back and prepended to the next.
 
+    Every caller reads a run only through its first and last rows (a winner is a run's last
+    row, the value before a key's changes its first row's), so a run that outgrows a whole
+    chunk (one hot key at one time) is held back as just those two rows: what is held stays
+    within a chunk however long the run, and what is read from the run is the same."""
     carry = None
     for chunk in chunks:
         if carry is not None:
-            chunk = pa.concat_batches([carry, chunk])
+            chunk = concat_batches([carry, chunk])
         cut = last_run_start([chunk.column(c) for c in columns])
         carry = chunk.slice(cut)
         if cut:
             yield chunk.slice(0, cut)
+        elif carry.num_rows > 2:
+            carry = concat_batches([carry.slice(0, 1), carry.slice(carry.num_rows - 1)])
     if carry is not None and carry.num_rows:
         yield carry
 
