@@ -445,6 +445,7 @@ impl VersionedStore {
     /// # Errors
     /// [`Error::Io`] when the spool file cannot be created.
     pub fn set_record_changes(&mut self, record: bool) -> Result<()> {
+        self.check_usable()?;
         match (record, self.spool.is_some()) {
             (true, false) => self.spool = Some(Spool::open(self.path())?),
             (false, true) => self.spool = None,
@@ -472,6 +473,8 @@ impl VersionedStore {
         attempt: &[u8],
         parent_attempt: &[u8],
     ) -> Result<Vec<u8>> {
+        // A failed store's spool holds writes that its storage lost.
+        self.check_usable()?;
         let attempt = attempt_id(attempt, "attempt_id")?;
         let parent = attempt_id(parent_attempt, "parent_attempt_id")?;
         match &mut self.spool {
@@ -493,6 +496,7 @@ impl VersionedStore {
         attempt: &[u8],
         parent_attempt: &[u8],
     ) -> Result<ChangelogHeader> {
+        self.check_usable()?;
         let attempt = attempt_id(attempt, "attempt_id")?;
         let parent = attempt_id(parent_attempt, "parent_attempt_id")?;
         match &mut self.spool {

@@ -663,8 +663,9 @@ impl Overlay {
     }
 
     /// Writes everything to `backend` atomically (with `stream_time`) and updates `cache`.
-    /// The overlay is empty afterwards, even when the write failed, and keeps its map's room:
-    /// a write buffer refills to about the same size.
+    /// The overlay is empty afterwards, even when the write failed (a store whose write buffer
+    /// failed to write refuses every later call: `VersionedStore::write_buffer`), and keeps its
+    /// map's room: a write buffer refills to about the same size.
     pub(crate) fn write_to(
         &mut self,
         backend: &mut dyn Backend,

@@ -72,6 +72,19 @@ pub enum Error {
         #[source]
         source: rocksdb::Error,
     },
+    /// A write to storage failed after the store had accepted writes it was holding (the write
+    /// buffer of a store without a write-ahead log): those writes are lost from this store
+    /// object, so it refuses every call until it is reopened from what storage holds.
+    #[error(
+        "store at {path} has failed and must be reopened: a write to storage failed ({cause}), \
+         losing the writes it held since its last successful write to storage"
+    )]
+    Failed {
+        /// The store directory.
+        path: PathBuf,
+        /// The error of the write that failed.
+        cause: String,
+    },
     /// A filesystem call failed.
     #[error("i/o error at {path}: {source}")]
     Io {

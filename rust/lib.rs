@@ -27,6 +27,8 @@ mod store;
 #[cfg(feature = "python")]
 mod python;
 
+#[doc(hidden)]
+pub use backend::faults::fail_storage_writes;
 pub use backend::rocks::RocksOptions;
 pub use changelog::{read_changelog_header, verify_changelog};
 pub use config::{StoreConfig, default_segment_interval_ms};

@@ -60,6 +60,9 @@ pub struct VersionedStore {
     scans: OpenScans,
     /// Whether writes may leave the stream time and key count to a later write (`metadata`).
     deferral: Deferral,
+    /// Why the store refuses every call: a write of its write buffer failed, so it lost writes
+    /// it had accepted while its stream time, segments and key count still count them.
+    failure: Option<String>,
 }
 
 impl std::fmt::Debug for VersionedStore {
@@ -169,6 +172,7 @@ impl VersionedStore {
             lock: None,
             scans: OpenScans::default(),
             deferral: Deferral::Never,
+            failure: None,
         }
     }
 
@@ -275,6 +279,7 @@ impl VersionedStore {
             lock: None,
             scans: OpenScans::default(),
             deferral: Deferral::Never,
+            failure: None,
         })
     }
 
@@ -295,15 +300,37 @@ impl VersionedStore {
         )
     }
 
-    /// Writes the write buffer, if any, to RocksDB.
+    /// Writes the write buffer, if any, to RocksDB. A failed write leaves the store failed
+    /// (`check_usable`): the buffer is gone with it, and what the store accepted since its last
+    /// successful write exists nowhere else.
     fn write_buffer(&mut self) -> Result<()> {
-        match self.buffer.as_mut() {
+        self.check_usable()?;
+        let written = match self.buffer.as_mut() {
             Some(buffer) if !buffer.is_empty() => buffer.write_to(
                 self.backend.as_mut(),
                 self.cache.as_ref(),
                 self.state.stream_time,
             ),
             _ => Ok(()),
+        };
+        if let Err(error) = &written {
+            self.failure = Some(error.to_string());
+        }
+        written
+    }
+
+    /// `Ok` unless the store has failed: then [`Error::Failed`], for every call until the
+    /// store is reopened from what storage holds.
+    ///
+    /// # Errors
+    /// [`Error::Failed`] once a write of the write buffer has failed.
+    pub fn check_usable(&self) -> Result<()> {
+        match &self.failure {
+            None => Ok(()),
+            Some(cause) => Err(Error::Failed {
+                path: self.path.clone().unwrap_or_default(),
+                cause: cause.clone(),
+            }),
         }
     }
 
@@ -355,6 +382,7 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get(&self, key: &[u8]) -> Result<Option<VersionedRecord>> {
+        self.check_usable()?;
         read::latest(&self.reader(), key)
     }
 
@@ -363,6 +391,7 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get_as_of(&self, key: &[u8], as_of: i64) -> Result<Option<VersionedRecord>> {
+        self.check_usable()?;
         read::as_of(&self.reader(), &self.state, key, as_of)
     }
 
@@ -374,6 +403,7 @@ impl VersionedStore {
     /// [`Error::InvalidArgument`] when per-row times are not one per key; storage errors;
     /// [`Error::Corrupt`] for undecodable bytes.
     pub fn get_batch(&self, keys: &[&[u8]], as_of: AsOf<'_>) -> Result<RecordColumns> {
+        self.check_usable()?;
         if let AsOf::PerRow(times) = as_of
             && times.len() != keys.len()
         {
@@ -402,6 +432,7 @@ impl VersionedStore {
         to: Option<i64>,
         order: ResultOrder,
     ) -> Result<Vec<VersionedRecord>> {
+        self.check_usable()?;
         let (from, to) = time_range(from, to)?;
         read::versions(&self.reader(), &self.state, key, from, to, order)
     }
@@ -451,14 +482,20 @@ impl VersionedStore {
         self.backend.flush()
     }
 
-    /// Writes the write buffer and closes the store (dropping it does the same, without an
-    /// error to report).
+    /// Writes the write buffer and closes the store. Without a write-ahead log it also flushes
+    /// RocksDB's memtables, which RocksDB would otherwise do while closing and keep any failure
+    /// to itself: a close that returns has made every accepted write durable. Dropping the
+    /// store does the same with no error to report.
     ///
     /// # Errors
-    /// Storage errors of the buffer's write.
+    /// [`Error::Failed`] for a failed store; storage errors of the buffer's write or the flush.
     pub fn close(mut self) -> Result<()> {
         self.write_buffer()?;
-        self.settle_metadata()
+        self.settle_metadata()?;
+        if self.buffer.is_some() {
+            self.backend.flush()?;
+        }
+        Ok(())
     }
 
     /// Writes a consistent copy of a persistent store into the new directory `dir`.
@@ -496,6 +533,16 @@ impl VersionedStore {
     }
 
     fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        self.check_usable()?;
+        // A full buffer is written before the call's transaction runs on it, so a failed write
+        // fails the call before any of its work. The buffer may outgrow its bound by one call.
+        if self
+            .buffer
+            .as_ref()
+            .is_some_and(|b| b.bytes() > self.buffer_limit)
+        {
+            self.write_buffer()?;
+        }
         let Some(buffer) = &mut self.buffer else {
             let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
             let mut txn = Txn::begin(reader, &mut self.state);
@@ -514,15 +561,6 @@ impl VersionedStore {
             self.record(log.as_ref());
             return Ok(value);
         };
-        // A full buffer is written before the call's transaction runs on it, so a failed write
-        // fails the call before any of its work. The buffer may outgrow its bound by one call.
-        if buffer.bytes() > self.buffer_limit {
-            buffer.write_to(
-                self.backend.as_mut(),
-                self.cache.as_ref(),
-                self.state.stream_time,
-            )?;
-        }
         // The transaction runs on the buffer itself, so its reads go straight to storage.
         let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
         let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
@@ -541,8 +579,11 @@ impl Drop for VersionedStore {
     /// write-ahead log would. A failure here has no caller to go to; `flush` first to see it.
     /// Open scans are ended, and their threads, which share the database, awaited.
     fn drop(&mut self) {
-        let _ = self.write_buffer();
-        let _ = self.settle_metadata();
+        // A failed store writes nothing more: its stream time and key count count lost writes.
+        if self.failure.is_none() {
+            let _ = self.write_buffer();
+            let _ = self.settle_metadata();
+        }
         self.scans.close();
     }
 }

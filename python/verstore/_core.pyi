@@ -19,6 +19,15 @@ VALID_TO_UNDEFINED: Final[int]
 NOT_PUT: Final[int]
 """``put()`` result: rejected because older than the grace period (``-(2**63)``)."""
 
+def _fail_storage_writes(after: int | None, under: str | os.PathLike[str] | None = None) -> None:
+    """Test hook: injects storage failures, process-wide.
+
+    After ``after`` more successful storage writes of RocksDB stores whose directory is under
+    ``under`` (every store when ``None``; each write batch, memtable flush or checkpoint counts
+    once), every later one raises ``StorageError`` ("injected I/O error") until this is called
+    with ``after=None``. Production code never calls it.
+    """
+
 def default_segment_interval_ms(history_retention_ms: int) -> int:
     """Kafka's default segment interval for a history retention.
 
@@ -69,6 +78,11 @@ class VersionedStore:
     version and ``observed_stream_time``. The store records its configuration and refuses to
     reopen with another one. A directory can be open in one store object at a time. Use as a
     context manager or call :meth:`close`; calls after close raise ``StoreClosedError``.
+
+    A store without a write-ahead log whose write buffer cannot be written (a full disk, an
+    I/O error) has *failed*: the writes it held are lost from it, so every later call,
+    reads included, raises ``StorageError`` until it is closed and reopened, which gives back
+    the state storage holds. With the log on, a failed write fails only its own call.
     """
 
     def __new__(
@@ -412,13 +426,21 @@ class VersionedStore:
         """Writes a consistent copy (a RocksDB checkpoint) into the new directory ``path``."""
     def flush(self) -> None:
         """Writes the write buffer to RocksDB and flushes its memtables to SST files (no-op in
-        memory)."""
-    def close(self) -> None:
-        """Writes the write buffer, if any, and releases the store and its directory lock.
-        Idempotent. Open scans of the store end: their next batch raises ``StoreClosedError``.
+        memory).
 
         Raises:
-            StorageError: The write buffer could not be written (the store is closed anyway).
+            StorageError: The write or the flush failed (a full disk, an I/O error). When the
+                write buffer could not be written, the store has *failed*: see the class.
+        """
+    def close(self) -> None:
+        """Writes the write buffer, if any, and releases the store and its directory lock.
+        Without a write-ahead log it also flushes the memtables, so a close that returns has
+        made every accepted write durable. Idempotent. Open scans of the store end: their next
+        batch raises ``StoreClosedError``.
+
+        Raises:
+            StorageError: The write buffer could not be written or the memtables not flushed,
+                or the store had failed (the store is closed anyway, its lock released).
         """
     def __enter__(self) -> VersionedStore: ...
     def __exit__(self, *exc_info: object) -> None: ...

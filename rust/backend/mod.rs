@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::format::segment_value::{Lookup, lookup};
 use crate::scan::ScanSource;
 
+pub(crate) mod faults;
 pub(crate) mod memory;
 pub(crate) mod rocks;
 

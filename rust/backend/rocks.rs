@@ -18,6 +18,7 @@ use rocksdb::{
     WriteOptions,
 };
 
+use super::faults;
 use super::{Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{segment_of, segment_prefix};
@@ -349,7 +350,11 @@ impl Backend for RocksBackend {
                 Write::Append(operands) => rocks_batch.merge(key, operands),
             }
         }
-        let written = self.db.write_opt(rocks_batch, &self.write_options);
+        let written = faults::check_write(&self.path).and_then(|()| {
+            self.db
+                .write_opt(rocks_batch, &self.write_options)
+                .map_err(|e| self.storage_error(e))
+        });
         match written {
             Ok(()) => self.rows.forget_written(
                 batch.writes.iter().map(|(key, _)| key.as_slice()),
@@ -358,10 +363,11 @@ impl Backend for RocksBackend {
             // Whether any of it was applied is not known.
             Err(_) => self.rows.clear(),
         }
-        written.map_err(|e| self.storage_error(e))
+        written
     }
 
     fn flush(&self) -> Result<()> {
+        faults::check_write(&self.path)?;
         self.db.flush().map_err(|e| self.storage_error(e))
     }
 
@@ -370,6 +376,7 @@ impl Backend for RocksBackend {
     }
 
     fn checkpoint(&self, dir: &Path) -> Result<()> {
+        faults::check_write(&self.path)?;
         let checkpoint =
             rocksdb::checkpoint::Checkpoint::new(&self.db).map_err(|e| self.storage_error(e))?;
         checkpoint

@@ -58,7 +58,9 @@ pub(crate) fn to_py(error: Error) -> PyErr {
         Error::IncompatibleConfig { .. } => IncompatibleConfigError::new_err(message),
         Error::IncompatibleFormat { .. } => IncompatibleFormatError::new_err(message),
         Error::Corrupt { .. } => CorruptionError::new_err(message),
-        Error::Storage { .. } | Error::Io { .. } => StorageError::new_err(message),
+        Error::Storage { .. } | Error::Io { .. } | Error::Failed { .. } => {
+            StorageError::new_err(message)
+        }
     }
 }
 

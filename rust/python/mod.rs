@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_interval_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(_fail_storage_writes, m)?)?;
     changelog::register(m)?;
     errors::register(m)
 }
@@ -50,4 +51,11 @@ fn default_segment_interval_ms(history_retention_ms: i64) -> PyResult<i64> {
     crate::StoreConfig::new(history_retention_ms, None)
         .map(|c| c.segment_interval_ms())
         .map_err(errors::to_py)
+}
+
+/// Test hook: after `after` more storage writes (under `under`), every later one fails.
+#[pyfunction]
+#[pyo3(signature = (after, under = None))]
+fn _fail_storage_writes(after: Option<u64>, under: Option<std::path::PathBuf>) {
+    crate::fail_storage_writes(after, under.as_deref());
 }

@@ -174,7 +174,10 @@ impl PyVersionedStore {
 
     #[getter]
     pub(crate) fn observed_stream_time(&self, py: Python<'_>) -> PyResult<i64> {
-        self.inner.with(py, |s| Ok(s.observed_stream_time()))
+        self.inner.with(py, |s| {
+            s.check_usable()?;
+            Ok(s.observed_stream_time())
+        })
     }
 
     #[getter]

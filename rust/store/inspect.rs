@@ -65,6 +65,7 @@ impl VersionedStore {
     /// # Errors
     /// Storage errors reading RocksDB's properties or the directory.
     pub fn stats(&self) -> Result<StoreStats> {
+        self.check_usable()?;
         Ok(StoreStats::new(
             self.backend.usage()?,
             self.state.latest_keys,

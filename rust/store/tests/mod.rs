@@ -11,6 +11,8 @@
 //! * [`properties`]: property tests: every backend against the model, batches against loops of
 //!   single calls, replay order, the whole `i64` time range;
 //! * [`persistence`]: reopening, configuration and lock checks;
+//! * [`failures`]: failed writes to storage leave a failed store or a failed call, never lost
+//!   acknowledged writes;
 //! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
 //! * [`restore`]: recording accepted writes and replaying them from changelogs.
 //!
@@ -21,6 +23,7 @@
 mod corruption;
 mod deviations;
 mod edge_cases;
+mod failures;
 mod harness;
 mod kafka;
 mod model;
