@@ -6,16 +6,32 @@ matching ``pyarrow.fs`` filesystem, configured with ``storage_options`` (for S3:
 ``endpoint_override``, ``access_key``, ``secret_key``, ``region``, ``scheme``...).
 
 Atomicity: verstore never replaces a durable file (every name is written once), but a reader
-must never see a file half-written. S3 and GCS make an object visible whole when its upload
-completes, so one PUT does. Local disks, HDFS and Azure write under a temporary name in the same
-directory and rename into place: pyarrow's Azure output stream creates the blob empty before
-committing its blocks, and HDFS and local files are visible while they are written. On Azure
-this needs a storage account with a hierarchical namespace (ADLS Gen2), where a rename is
-atomic; plain blob storage cannot rename and is refused when verstore first writes to it.
+must never see a file half-written, and a write that fails must leave nothing under its name.
+Every :meth:`Location.write_new` therefore uploads to a temporary name in the same directory
+first, and publishes only a complete upload in one step:
+
+* S3 and GCS: a server-side copy to the final name (an object appears whole when the copy
+  completes), then the temporary object is deleted. One upload straight to the final name is
+  not enough: pyarrow's output streams complete the upload at ``close()`` even when the copy
+  into them raised half way (they offer no abort in Python), which would publish a truncated
+  file under a name that can never be rewritten.
+* Local disks, HDFS and Azure: a rename. pyarrow's Azure output stream creates the blob empty
+  before committing its blocks, and HDFS and local files are visible while they are written. On
+  Azure this needs a storage account with a hierarchical namespace (ADLS Gen2), where a rename
+  is atomic; plain blob storage cannot rename and is refused when verstore first writes to it.
+  On a local disk, the file is synced before the rename and its directory after it (and so is
+  every directory the write created), so the rename survives a crash of the machine.
+
+A write that fails deletes its temporary file; one that dies with its process leaves a
+temporary name, which cleanup removes. :meth:`Location.upload` writes under a unique name that
+nothing references until a snapshot manifest does: it deletes a partial upload when it fails,
+and the manifest is checked against the files it names after it is written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import posixpath
 import shutil
@@ -28,6 +44,23 @@ from typing import Any
 import pyarrow.fs as pafs
 
 TMP_MARK = ".tmp-"
+
+log = logging.getLogger("verstore.checkpoint")
+
+
+def sync_dir(path: str | os.PathLike[str]) -> None:
+    """Makes the entries of the local directory ``path`` durable (a rename or a new file in it
+    survives a crash of the machine only once its directory is synced)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _copy_file_into(local_path: str, out: Any) -> None:
+    with open(local_path, "rb") as source:
+        shutil.copyfileobj(source, out, 1 << 20)
 
 
 @dataclass(frozen=True)
@@ -106,49 +139,86 @@ class Location:
 
     def write_new_from(self, path: str, local_path: str) -> None:
         """:meth:`write_new` of a local file's contents, streamed (never whole in memory)."""
-
-        def copy(out: Any) -> None:
-            with open(local_path, "rb") as source:
-                shutil.copyfileobj(source, out, 1 << 20)
-
-        self._write_new(path, copy)
+        self._write_new(path, lambda out: _copy_file_into(local_path, out))
 
     def _write_new(self, path: str, write: Callable[[Any], object]) -> None:
         parent = posixpath.dirname(path)
-        self.filesystem.create_dir(parent, recursive=True)
+        self._create_dir(parent)
+        tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
+        self._write_or_delete(tmp, write)
         if self.atomic_put:
+            self._copy_into_place(tmp, path)
+        else:
+            self._rename_into_place(tmp, path)
+
+    def _write_or_delete(self, path: str, write: Callable[[Any], object]) -> None:
+        """Writes ``path``; if the write fails, deletes what the stream's ``close()`` may have
+        completed, so that a failed write leaves no file behind."""
+        try:
             with self.filesystem.open_output_stream(path) as out:
                 write(out)
-            return
-        tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
-        with self.filesystem.open_output_stream(tmp) as out:
-            write(out)
-        local = isinstance(self.filesystem, pafs.LocalFileSystem)
-        if local:
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
+            if self._local:
+                with open(path, "rb+") as handle:
+                    os.fsync(handle.fileno())
+        except BaseException:
+            try:
+                self.delete(path)
+            except OSError as e:  # the write's own error is the one to report
+                log.warning("cannot remove the failed upload %s: %s", self.describe(path), e)
+            raise
+
+    def _copy_into_place(self, tmp: str, path: str) -> None:
+        try:
+            self.filesystem.copy_file(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.delete(tmp)
+            raise
+        try:
+            self.delete(tmp)
+        except OSError as e:  # ``path`` is complete; cleanup removes the leftover later
+            log.warning("cannot remove the temporary file %s: %s", self.describe(tmp), e)
+
+    def _rename_into_place(self, tmp: str, path: str) -> None:
         try:
             self.filesystem.move(tmp, path)
         except OSError as e:
             self.delete(tmp)
-            if not local and not isinstance(self.filesystem, pafs.HadoopFileSystem):
+            if not self._local and not isinstance(self.filesystem, pafs.HadoopFileSystem):
                 raise OSError(
                     f"{self.describe(path)}: cannot rename a temporary file into place ({e}); "
                     "on Azure, verstore needs a storage account with a hierarchical namespace"
                 ) from e
             raise
-        if local:
-            # The rename is durable once the directory entry is.
-            fd = os.open(parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        if self._local:
+            sync_dir(posixpath.dirname(path))  # the rename is durable once the entry is
+
+    def _create_dir(self, path: str) -> None:
+        """Creates ``path`` and its missing parents; on a local disk, syncs each new directory's
+        entry into its parent (a durable file in a directory a crash forgot is lost too)."""
+        if not self._local:
+            self.filesystem.create_dir(path, recursive=True)
+            return
+        missing = []
+        while not os.path.isdir(path) and posixpath.dirname(path) != path:
+            missing.append(path)
+            path = posixpath.dirname(path)
+        for directory in reversed(missing):
+            os.makedirs(directory, exist_ok=True)
+            sync_dir(posixpath.dirname(directory))
+
+    @property
+    def _local(self) -> bool:
+        return isinstance(self.filesystem, pafs.LocalFileSystem)
 
     def upload(self, local_path: str, path: str) -> None:
-        """Copies a local file to ``path`` (a unique name: no atomic rename needed)."""
-        self.filesystem.create_dir(posixpath.dirname(path), recursive=True)
-        pafs.copy_files(local_path, path, destination_filesystem=self.filesystem)
+        """Copies a local file to ``path``, a unique name (no atomic rename needed: nothing
+        references it until a snapshot manifest does). A failed upload leaves no file."""
+        parent = posixpath.dirname(path)
+        self._create_dir(parent)
+        self._write_or_delete(path, lambda out: _copy_file_into(local_path, out))
+        if self._local:
+            sync_dir(parent)
 
     def download(self, path: str, local_path: str) -> None:
         pafs.copy_files(path, local_path, source_filesystem=self.filesystem)

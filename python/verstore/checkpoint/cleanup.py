@@ -12,9 +12,13 @@ such commit's chain is kept down to its first usable snapshot at or below ``lowe
   upload of a snapshot still in flight is younger);
 * temporary files older than ``orphan_grace_s``.
 
-A manifest that does not verify is not a usable base and references nothing; a manifest that
-cannot be *read* (a storage error) stops the deletion of uploaded files, since what it
-references is unknown. Everything cleanup does not understand it leaves alone.
+A manifest that does not verify is not a usable base and references nothing. Nor is one that
+names a file missing from ``SSTs/`` (or of another size): a snapshot can reuse an upload that a
+concurrent cleanup deletes before the manifest is written, and trusting that manifest would
+delete the changelogs the versions above it must be rebuilt from. Its files that exist stay
+referenced. A manifest that cannot be *read* (a storage error) stops the deletion of uploaded
+files, since what it references is unknown. Everything cleanup does not understand it leaves
+alone.
 """
 
 from __future__ import annotations
@@ -83,7 +87,26 @@ def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
                 unreadable = True
         return manifests[ref]
 
-    keep_commits, keep_snapshots = graph.needed(lowest, lambda ref: manifest(ref) is not None)
+    # One listing of the uploads answers both "does every file of this manifest exist" and
+    # "which uploads does no kept manifest reference".
+    uploads = {f"SSTs/{info.base_name}": info for info in files.uploaded_files()}
+
+    def usable(ref: CommitRef) -> bool:
+        found = manifest(ref)
+        if found is None:
+            return False
+        for f in found.files:
+            info = uploads.get(f.durable)
+            if info is None or info.size != f.size:
+                log.warning(
+                    "cleanup: snapshot %s is no base: %s is missing or of another size",
+                    loc.describe(listing.snapshots[ref].path),
+                    loc.describe(files.durable(f.durable)),
+                )
+                return False
+        return True
+
+    keep_commits, keep_snapshots = graph.needed(lowest, usable)
     for ref, commit in listing.commits.items():
         if ref.version < lowest and ref not in keep_commits:
             delete(commit.path)
@@ -96,8 +119,8 @@ def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
     if unreadable:
         return deleted
     referenced = {f.durable for m in kept_manifests if m is not None for f in m.files}
-    for info in files.uploaded_files():
-        if f"SSTs/{info.base_name}" not in referenced and old_enough(info):
+    for durable, info in uploads.items():
+        if durable not in referenced and old_enough(info):
             delete(info.path)
     return deleted
 

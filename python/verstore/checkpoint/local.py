@@ -15,6 +15,7 @@ again only after a commit is durable. Anything else is rebuilt from the checkpoi
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -26,7 +27,7 @@ from typing import Any
 
 from verstore.checkpoint.layout import CommitRef
 from verstore.exceptions import StoreLockedError
-from verstore.location import TMP_MARK
+from verstore.location import TMP_MARK, sync_dir
 
 
 @dataclass
@@ -118,6 +119,15 @@ class LocalCopy:
             self._lock.close()
             self._lock = None
 
+    def forget(self) -> None:
+        """Marks ``db/`` as matching no commit, or at least removes the record that it does
+        (never raises: it runs while another failure is being handled)."""
+        try:
+            self.write_state(LocalState())
+        except OSError:
+            with contextlib.suppress(OSError):
+                self.state_file.unlink(missing_ok=True)
+
     def read_state(self) -> LocalState:
         try:
             return LocalState.from_json(json.loads(self.state_file.read_text()))
@@ -131,6 +141,9 @@ class LocalCopy:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.state_file)
+        # Without this, a crash of the machine can bring back the previous LOCAL.json: one that
+        # says clean at a commit db/ has since moved past.
+        sync_dir(self.dir)
 
 
 __all__ = ["LocalCopy", "LocalState"]

@@ -40,6 +40,7 @@ from verstore.checkpoint.manifest import (
     ManifestFile,
     file_crc32,
     is_durable_name,
+    missing_files,
     read_manifest,
 )
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
@@ -276,7 +277,7 @@ class PartitionStore:
                     LocalState(lineage, self._serving, clean=False, uploaded=self._uploaded)
                 )
         except BaseException:
-            self._release()
+            self._release_quietly("the failed open")
             raise
         self.stats.seconds = time.monotonic() - started
         return self
@@ -334,16 +335,26 @@ class PartitionStore:
             faults.step("before_changelog")
             self._location.write_new_from(self._files.changelog(new, self._serving), str(local))
             stats.changelog_bytes = local.stat().st_size
+        except BaseException:
+            local.unlink(missing_ok=True)
+            self._release_quietly("the failed commit")
+            raise
+        local.unlink(missing_ok=True)
+        try:
             faults.step("after_changelog")
             self._after_commit(new, stats)
         finally:
-            local.unlink(missing_ok=True)
-            self._release()
+            if not self._release_quietly(f"committed version {new.version}"):
+                stats.deferred.append("closing the store")
         return new.version
 
     def abort(self) -> None:
-        """Drops the uncommitted work and ends the session (the next open rebuilds)."""
-        self._release()
+        """Drops the uncommitted work and ends the session (the next open rebuilds).
+
+        A store that fails to close is logged, not raised: the work is dropped either way, the
+        local copy is marked for a rebuild and its lock is released.
+        """
+        self._release_quietly("the aborted session")
 
     close = abort
 
@@ -356,7 +367,7 @@ class PartitionStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._release()
+        self._release_quietly("the session")
 
     # -- open ------------------------------------------------------------------------------------
 
@@ -477,7 +488,14 @@ class PartitionStore:
 
     def _download(self, ref: CommitRef) -> dict[str, Any]:
         loc, files = self._location, self._files
-        manifest = read_manifest(loc, self._graph.snapshots[ref].path, ref)
+        path = self._graph.snapshots[ref].path
+        try:
+            manifest = read_manifest(loc, path, ref)
+        except FileNotFoundError:
+            # Listed, then removed: a snapshot found to name a lost file (see _check_snapshot).
+            raise CorruptionError(
+                f"corrupt data in {loc.describe(path)}: snapshot manifest is gone"
+            ) from None
         db = self._local.db
         db.mkdir(parents=True)
         uploaded = {}
@@ -598,10 +616,30 @@ class PartitionStore:
             faults.step("before_manifest")
             loc.write_new(files.snapshot(new), manifest.encode())
             faults.step("after_manifest")
+            self._check_snapshot(manifest)
             self._uploaded = uploaded
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return uploaded_bytes
+
+    def _check_snapshot(self, manifest: Manifest) -> None:
+        """Checks, after the manifest is written, that every file it names is still there.
+
+        A reused upload was checked once before the snapshot began; an attempt whose cleanup
+        listed no manifest naming it may have deleted it since. A manifest naming a lost file is
+        no snapshot: it is removed, and the snapshot fails (it is due again at the next commit).
+        """
+        missing = missing_files(self._location, self._files, manifest)
+        if not missing:
+            return
+        path = self._files.snapshot(manifest.ref)
+        self._location.delete(path)
+        raise OSError(
+            f"{self._location.describe(path)} names a file that is gone "
+            f"({self._location.describe(missing[0])}: deleted since the snapshot reused "
+            "it, as a concurrent attempt's cleanup may); "
+            "the snapshot is removed"
+        )
 
     def _still_uploaded(self) -> dict[str, Any]:
         """The entries of the local copy's upload map whose files are still in the checkpoint.
@@ -628,12 +666,40 @@ class PartitionStore:
         }
 
     def _release(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-        if self.read_only:
-            shutil.rmtree(self._local.db, ignore_errors=True)
-        self._local.unlock()
+        """Closes the store and releases the lock, whatever fails: a lock left held makes the
+        next task on this executor wait ``lock_timeout_s`` and fail.
+
+        A store that fails to close may have left ``db/`` anywhere, so the local copy is marked
+        dirty (rebuilt at the next open) before the lock goes.
+        """
+        store, self._store = self._store, None
+        try:
+            if store is not None:
+                store.close()
+        except BaseException:
+            if not self.read_only:
+                self._local.forget()
+            raise
+        finally:
+            if self.read_only:
+                shutil.rmtree(self._local.db, ignore_errors=True)
+            self._local.unlock()
+
+    def _release_quietly(self, what: str) -> bool:
+        """:meth:`_release`, logging a failure of ``Exception`` kind instead of raising it (an
+        error already on its way, or a commit already durable, is what the caller reports);
+        returns whether it closed cleanly."""
+        try:
+            self._release()
+        except Exception as e:
+            log.warning(
+                "%s: closing the store of %s failed; the local copy will be rebuilt: %s",
+                self._files.describe(),
+                what,
+                e,
+            )
+            return False
+        return True
 
 
 __all__ = ["MANIFEST_LIMIT", "CheckpointOptions", "CommitStats", "OpenStats", "PartitionStore"]
