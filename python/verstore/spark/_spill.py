@@ -217,14 +217,15 @@ class ExternalSorter(_Spilling):
 
     def _fan_in(self) -> int:
         """Runs merged at once: :data:`MERGE_FAN_IN`, or fewer if the budget cannot give each
-        a slice of :data:`MERGE_MIN_ROWS` rows."""
+        a slice of :data:`MERGE_MIN_ROWS` rows (see :meth:`_merged`)."""
         row_bytes = max(1, self.num_bytes // max(1, self.num_rows))
-        return max(2, min(MERGE_FAN_IN, self._limit // (MERGE_MIN_ROWS * row_bytes)))
+        return max(2, min(MERGE_FAN_IN, self._limit // (2 * MERGE_MIN_ROWS * row_bytes)))
 
     def _merged(self, runs: list[Path]) -> Iterator[Any]:
-        # Each run's slices share the budget, so one merge round holds at most about all of it.
-        share = max(1, self._limit // len(runs))
-        return _merge([_read(path, share) for path in runs], self._schema)
+        # A run's buffer is topped up to one and a half slices at most (see _merge): slices of
+        # half its part of the budget keep the buffers, and so a merge round, within it.
+        slice_bytes = max(1, self._limit // (2 * len(runs)))
+        return _merge([_read(path, slice_bytes) for path in runs], self._schema)
 
     def _merge_pass(self, runs: list[Path], fan_in: int) -> list[Path]:
         """Merges consecutive groups of ``fan_in`` runs into one run each. Groups keep the runs'
@@ -263,19 +264,25 @@ def _merge(runs: list[Iterator[Any]], schema: Any) -> Iterator[Any]:
 
     buffers: list[Any] = [None] * len(runs)
     exhausted = [False] * len(runs)
+    read = [0] * len(runs)  # rows of the slice last read from each run
 
     def refill(i: int) -> None:
-        while (buffers[i] is None or buffers[i].num_rows == 0) and not exhausted[i]:
+        # A short remainder is topped up with the next slice: as the bound it would let the
+        # round take little from the other runs.
+        while not exhausted[i] and _rows(buffers[i]) < max(1, read[i] // 2):
             try:
-                buffers[i] = next(runs[i])
+                batch = next(runs[i])
             except StopIteration:
                 exhausted[i] = True
-                buffers[i] = None
+                break
+            read[i] = batch.num_rows
+            held = buffers[i]
+            buffers[i] = concat_batches([held, batch]) if _rows(held) else batch
 
     while True:
         for i in range(len(runs)):
             refill(i)
-        live = [i for i in range(len(runs)) if buffers[i] is not None and buffers[i].num_rows]
+        live = [i for i in range(len(runs)) if _rows(buffers[i])]
         if not live:
             return
         bound, setter = _bound(buffers, [i for i in live if not exhausted[i]])
@@ -293,6 +300,10 @@ def _merge(runs: list[Iterator[Any]], schema: Any) -> Iterator[Any]:
         table = pa.Table.from_batches(taken, schema=schema)
         table = table.take(_sort_indices(table.column(SORT_KEY)))
         yield from table.combine_chunks().to_batches()
+
+
+def _rows(batch: Any) -> int:
+    return 0 if batch is None else int(batch.num_rows)
 
 
 def _bound(buffers: list[Any], open_runs: list[int]) -> tuple[Any, int]:
