@@ -37,8 +37,8 @@ READ_ROWS = 65_536
 MERGE_FAN_IN = 64
 #: Rows a merge reads from a run at a time at least. A merge round goes only as far as its
 #: runs' smallest last read key, so shorter slices make rounds too short to pay for themselves:
-#: a small budget merges fewer runs at once instead (in more passes), and one too small for
-#: two runs of this many rows lets the merge hold them anyway.
+#: a smaller budget merges fewer runs at once instead (in more passes), and a budget below two
+#: runs of this many rows is exceeded by them.
 MERGE_MIN_ROWS = 128
 
 
