@@ -667,6 +667,7 @@ __all__ = [
     "VersionedStore",
     "VerstoreError",
     "__version__",
+    "_fail_storage_writes",
     "decode_rows",
     "default_segment_interval_ms",
     "encode_rows",
