@@ -482,8 +482,6 @@ class HarshSimulation(Simulation):
         nondeterministic: bool,
         pause: frozenset[str],
         lineage: str | None = None,
-        *,
-        clean: bool = False,
     ) -> Task | None:
         if lineage is None:
             lineage = data.draw(st.sampled_from(sorted(self.started)), label="lineage")
@@ -493,7 +491,7 @@ class HarshSimulation(Simulation):
             return None
         if back and "committed" not in self.outcomes.get((lineage, batch, partition), []):
             return None  # zombies exist only where an attempt of that batch ran and committed
-        plan, faulty = ({}, self.full) if clean else self.faults(data, OPEN_STEPS)
+        plan, faulty = self.faults(data, OPEN_STEPS)
         attempt = layout.new_attempt()
         ops = batch_ops(lineage, batch, partition)
         if nondeterministic:
@@ -546,66 +544,67 @@ class HarshSimulation(Simulation):
         data: st.DataObject,
         pause: frozenset[str],
         task: Task | None = None,
-        *,
-        clean: bool = False,
     ) -> None:
         """An open attempt commits; its process may stop at any step of the commit."""
         if task is None:
             ready = [t for t in self.pending if t.phase == "open"]
             task = data.draw(st.sampled_from(ready), label="task")
-        plan, faulty = ({}, self.full) if clean else self.faults(data, tuple(COMMIT_STEPS))
+        plan, faulty = self.faults(data, tuple(COMMIT_STEPS))
         task.phase, task.pause, task.faulty = "committing", set(pause), faulty
         self.touched = (task.lineage, task.partition)
         self.start(task, {"cmd": "commit", "attempt": task.attempt.hex(), "faults": plan})
 
     @rule(data=st.data(), partitions=st.sets(st.integers(0, PARTITIONS - 1)))
     def run_batch(self, data: st.DataObject, partitions: set[int]) -> None:
-        """A whole micro-batch goes well (while other attempts may stand at any step): each
-        partition in ``partitions`` runs one task that opens and commits, then Spark moves on."""
+        """A whole micro-batch runs (while other attempts may stand at any step): each
+        partition in ``partitions`` runs one task that opens and commits, then Spark moves on
+        if they all committed. A task may stay standing at a commit step: past the commit
+        point, the next batches run while it snapshots or cleans up."""
         lineage = data.draw(st.sampled_from(sorted(self.started)), label="lineage")
         for p in sorted(partitions):
             free = [e for e in range(EXECUTORS) if not self.busy(lineage, p, e)]
             if not free or self.free_worker() is None:
                 continue
             executor = data.draw(st.sampled_from(free), label="executor")
-            task = self.start_open(data, p, executor, 0, False, frozenset(), lineage, clean=True)
+            task = self.start_open(data, p, executor, 0, False, frozenset(), lineage)
             if task is not None and task.phase == "open":
-                self.commit_task(data, frozenset(), task=task, clean=True)
+                pause = data.draw(st.sampled_from(PAUSES_COMMIT), label="pause")
+                self.commit_task(data, pause, task=task)
         self.touched = None
         self.finish_batch(data, lineage=lineage)
 
     @precondition(lambda self: any(t.phase == "open" for t in self.pending))
-    @rule(data=st.data())
-    def abort_task(self, data: st.DataObject) -> None:
-        """A task fails before its commit."""
+    @rule(data=st.data(), kill=st.sampled_from([False, False, True]))
+    def abort_task(self, data: st.DataObject, kill: bool) -> None:
+        """A task fails before its commit: by an exception, or its process is killed."""
         ready = [t for t in self.pending if t.phase == "open"]
         task = data.draw(st.sampled_from(ready), label="task")
-        task.phase = "aborting"
         self.touched = (task.lineage, task.partition)
+        if kill:
+            self.kill(task)
+            return
+        task.phase = "aborting"
         self.start(task, {"cmd": "abort", "attempt": task.attempt.hex()})
 
     @precondition(lambda self: any(t.paused_at is not None for t in self.pending))
-    @rule(data=st.data())
-    def resume_task(self, data: st.DataObject) -> None:
-        """A task standing at a step goes on (to its next pause or its end)."""
+    @rule(data=st.data(), kill=st.sampled_from([False, False, True]))
+    def resume_task(self, data: st.DataObject, kill: bool) -> None:
+        """A task standing at a step goes on (to its next pause or its end), or its process is
+        killed there."""
         paused = [t for t in self.pending if t.paused_at is not None]
         task = data.draw(st.sampled_from(paused), label="task")
         self.touched = (task.lineage, task.partition)
+        if kill:
+            self.kill(task)
+            return
         worker(task.worker).send({"cmd": "go"})
         self.drive(task)
 
-    @precondition(
-        lambda self: any(t.paused_at is not None or t.phase == "open" for t in self.pending)
-    )
-    @rule(data=st.data())
-    def kill_task(self, data: st.DataObject) -> None:
-        """SIGKILL of a task process standing at a step or holding an open attempt."""
-        victims = [t for t in self.pending if t.paused_at is not None or t.phase == "open"]
-        task = data.draw(st.sampled_from(victims), label="task")
+    def kill(self, task: Task) -> None:
+        """SIGKILL: no ``finally`` block runs; the OS closes the process's files and locks."""
         event(f"killed at {task.paused_at or 'open attempt'}")
         kill_worker(task.worker)
         self.pending.remove(task)
-        self.touched = (task.lineage, task.partition)
         if not task.durable:
             self.outcomes.setdefault((task.lineage, task.batch, task.partition), []).append(
                 "failed"
