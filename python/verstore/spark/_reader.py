@@ -6,6 +6,11 @@ partition: each task rebuilds its partition at the requested version from the ch
 private temporary directory (never the running query's local copies), scans it from a
 consistent snapshot and decodes keys and values back to the columns that wrote them
 (``verstore.reader``). This is what Spark 4's ``statestore`` source is for Spark's own state.
+
+The source's one option, ``request``, is part of the plan (shown in the Spark UI and written to
+the event log), so it holds only the public storage options. The secret ones travel in the
+class that :func:`read_store` registers: a subclass made for the call, which ``cloudpickle``
+ships by value to the Python workers that plan and read.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from verstore.reader import NEWEST, encode_key, output_schema, read_partition, resolve
+from verstore.spark._conf import StorageCredentials, split_options
 
 FORMAT = "verstore"
 
@@ -53,6 +59,7 @@ def read_store(
             keeps ``<store>_left`` and ``<store>_right``).
         checkpoint_root: The verstore root; default: the one :func:`configure` set.
         storage_options: Filesystem options of a URI root; default: :func:`configure`'s.
+            Credentials among them never enter the plan (see the module).
         query_id: The lineage to read, a streaming query's id; default: the only one.
         version: The committed version to read, the state after micro-batch ``version - 1``
             (default: each partition's newest).
@@ -68,14 +75,14 @@ def read_store(
         ValueError: Bad arguments, or several lineages and no ``query_id``.
         MissingVersionError: No such store, lineage or version.
     """
-    from verstore.spark._conf import CHECKPOINT_ROOT, STORAGE_OPTIONS
+    from verstore.spark._conf import CHECKPOINT_ROOT, session_storage_options
 
     if checkpoint_root is None:
         checkpoint_root = spark.conf.get(CHECKPOINT_ROOT, None)
         if not checkpoint_root:
             raise ValueError("checkpoint_root: none given and verstore.spark.configure not called")
         if storage_options is None:
-            storage_options = json.loads(spark.conf.get(STORAGE_OPTIONS, "{}") or "{}")
+            storage_options = session_storage_options(spark)
     if history and as_of is not None:
         raise ValueError("as_of reads one version per key; with history=True use from_time/to_time")
     if not history and (from_time is not None or to_time is not None):
@@ -87,11 +94,12 @@ def read_store(
     if version is not None and version < 0:
         raise ValueError(f"version must be >= 0, got {version}")
     ref, settings = resolve(checkpoint_root, store, query_id, storage_options)
+    public, hidden = split_options(dict(storage_options or {}))
     request = {
         "root": checkpoint_root,
         "store": ref.store,
         "lineage": ref.lineage,
-        "storage_options": dict(storage_options or {}),
+        "storage_options": public,
         "version": NEWEST if version is None else version,
         "as_of": _ms(as_of, "as_of"),
         "history": history,
@@ -102,7 +110,19 @@ def read_store(
         "prefix": _hex(encode_key(settings.columns, prefix)),
         "partitions": ref.files.partitions(),
     }
-    spark.dataSource.register(VerstoreDataSource)
+    source: type[VerstoreDataSource] = VerstoreDataSource
+    if hidden:
+        # Not importable by name, so pickled with its class attributes (the credentials).
+        source = type(
+            "VerstoreDataSource",
+            (VerstoreDataSource,),
+            {
+                "credentials": StorageCredentials("read_store", hidden),
+                "__module__": __name__,
+                "__qualname__": "VerstoreDataSource.with_credentials",
+            },
+        )
+    spark.dataSource.register(source)
     return spark.read.format(FORMAT).option("request", json.dumps(request)).load()
 
 
@@ -128,7 +148,9 @@ def _unhex(value: str | None) -> bytes | None:
 
 class VerstoreDataSource(DataSource):
     """``spark.read.format("verstore")``: built by :func:`read_store`, which fills its one
-    option, ``request`` (JSON)."""
+    option, ``request`` (JSON), and subclasses it to carry secret storage options."""
+
+    credentials: StorageCredentials | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -139,24 +161,32 @@ class VerstoreDataSource(DataSource):
 
         request = json.loads(self.options["request"])
         _, settings = resolve(
-            request["root"], request["store"], request["lineage"], request["storage_options"]
+            request["root"], request["store"], request["lineage"], self._options(request)
         )
         return from_arrow_schema(output_schema(settings.columns))
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return _StoreReader(json.loads(self.options["request"]))
+        request = json.loads(self.options["request"])
+        return _StoreReader(request, self._options(request))
+
+    def _options(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        hidden = {} if self.credentials is None else self.credentials.options
+        return {**request["storage_options"], **hidden}
 
 
 class _StoreReader(DataSourceReader):
-    def __init__(self, request: dict[str, Any]) -> None:
+    def __init__(self, request: dict[str, Any], storage_options: dict[str, Any]) -> None:
         self.request = request
+        # Pickled into the read tasks (their function, not a conf or the plan).
+        self.storage_options = StorageCredentials("read_store", storage_options)
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(p) for p in self.request["partitions"]]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         r = self.request
-        ref, settings = resolve(r["root"], r["store"], r["lineage"], r["storage_options"])
+        options = self.storage_options.options
+        ref, settings = resolve(r["root"], r["store"], r["lineage"], options)
         yield from read_partition(
             ref,
             settings,

@@ -21,7 +21,13 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.spark import _metrics
-from verstore.spark._conf import PREFIX, TaskConf, progress_metrics_enabled
+from verstore.spark._conf import (
+    PREFIX,
+    StorageCredentials,
+    TaskConf,
+    plan_credentials,
+    progress_metrics_enabled,
+)
 from verstore.spark._metrics import TaskMetrics
 from verstore.spark._spill import RowBuffer, SpillArea
 
@@ -78,11 +84,16 @@ class PartitionContext:
 
 @contextmanager
 def partition_stores(
-    specs: Mapping[str, StoreSpec], *, num_partitions: int | None, spill: SpillArea | None = None
+    specs: Mapping[str, StoreSpec],
+    *,
+    num_partitions: int | None,
+    spill: SpillArea | None = None,
+    credentials: StorageCredentials | None = None,
 ) -> Iterator[PartitionContext]:
     """Opens the task's partition of every store at the batch's version; commits all on a clean
-    exit, aborts all on an exception."""
-    conf = TaskConf.current()
+    exit, aborts all on an exception. ``credentials``: the secret storage options the caller's
+    partition function carries (``_conf.plan_credentials`` when its plan was built)."""
+    conf = TaskConf.current(credentials)
     with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as own_spill:
         yield from _partition_stores(conf, specs, num_partitions, spill or own_spill)
 
@@ -141,6 +152,9 @@ def _partition_stores(
             p.abort()
         raise
     _maybe_fail_after_commit()
+
+
+_open_stores = contextmanager(_partition_stores)
 
 
 def _maybe_fail_after_commit() -> None:
@@ -212,6 +226,8 @@ def map_partitions_with_stores(
         or num_partitions < 1
     ):
         raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
+    # configure()'s secret storage options ride in ``run``'s pickled closure, never in a conf.
+    credentials = plan_credentials(df.sparkSession)
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -227,10 +243,10 @@ def map_partitions_with_stores(
     progress = progress_metrics_enabled(df.sparkSession)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        conf = TaskConf.current()
+        conf = TaskConf.current(credentials)
         with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
             output = RowBuffer(spill, share=0.25)
-            with partition_stores(specs, num_partitions=num_partitions, spill=spill) as ctx:
+            with _open_stores(conf, specs, num_partitions, spill) as ctx:
                 source = _Input(batches)
                 for batch in fn(ctx, source):
                     output.add(batch)

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from verstore._core import GroupHistory, VersionedStore
+from verstore.spark._conf import StorageCredentials, active_credentials
 from verstore.spark._runtime import PartitionContext, StoreSpec, partition_stores
 
 #: The state schema for :func:`load_history` / :func:`save_history`: one binary field.
@@ -34,6 +35,9 @@ HISTORY_STATE_SCHEMA = "history BINARY"
 # task fails, and workers are reused: the next task's init() aborts what a failed one left
 # open (a worker runs one task at a time), so its local directory locks are released.
 _open_sessions: list[AbstractContextManager[PartitionContext]] = []
+
+# The instance attribute that carries configure()'s secret storage options to the tasks.
+_CREDENTIALS = "_verstore_credentials"
 
 
 def _abort_leftovers() -> None:
@@ -89,10 +93,23 @@ class VersionedStatefulProcessor(StatefulProcessor):
         if TaskContext.get() is None:
             return  # the driver's schema-collecting pass: no task, no partition
         _abort_leftovers()
-        session = partition_stores(dict(self.stores), num_partitions=self.num_partitions)
+        credentials: StorageCredentials | None = getattr(self, _CREDENTIALS, None)
+        session = partition_stores(
+            dict(self.stores), num_partitions=self.num_partitions, credentials=credentials
+        )
         self._context = session.__enter__()
         self._session = session
         _open_sessions.append(session)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled on the driver (or the Spark Connect client) when the query is planned: the
+        # processor carries configure()'s secret storage options to its tasks, as partition
+        # functions do, never through a conf. Elsewhere it keeps what it carries.
+        state = dict(self.__dict__)
+        credentials = active_credentials()
+        if credentials is not None:
+            state[_CREDENTIALS] = credentials
+        return state
 
     def close(self) -> None:
         """Commits the task's stores (version ``batch + 1``); nothing on the driver."""

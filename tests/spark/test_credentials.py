@@ -1,0 +1,117 @@
+"""Secret storage options never appear in clear in what Spark or verstore writes (issue 19).
+
+The queries run in a subprocess (``credentials_job.py``) with Spark's event log on and
+uncompressed: one SparkContext per process, and the event log is fixed when it starts. The
+event log holds what the history server and the Spark UI show (the session's properties, every
+job's properties, plans, task errors). The test then reads every file the job wrote (event log,
+Spark checkpoints, local and Spark-local directories, every object under the S3 root) and the
+job's output, and finds none of the secrets.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import pytest
+
+pytest.register_assert_rewrite("streams")
+from streams import gen_oracle, gen_schemas, generate, write_batches  # noqa: E402
+
+pytest_plugins = ["checkpoint_helpers"]  # the session's moto_server (fixture s3_server)
+
+JOB = Path(__file__).with_name("credentials_job.py")
+
+S3_ACCESS_KEY = "VSTESTACCESSKEY7F3A9C01"
+S3_SECRET_KEY = "vstest-s3-secret-key-3e9f1b7d0c55"
+AZURE_ACCOUNT_KEY = base64.b64encode(b"vstest-azure-account-key-5b2e8a1f").decode()
+
+
+def _unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def _s3_objects(root: str, options: dict[str, Any]) -> dict[str, bytes]:
+    fs = pafs.S3FileSystem(**options)
+    prefix = root.removeprefix("s3://")
+    found = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    out = {}
+    for info in found:
+        if info.type == pafs.FileType.File:
+            with fs.open_input_stream(info.path) as stream:
+                out[info.path] = bytes(stream.read())
+    return out
+
+
+def test_no_secret_in_event_log_checkpoints_or_store_files(
+    tmp_path: Path, s3_server: dict[str, Any]
+) -> None:
+    batches = generate(19, batches=2)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+    s3_root = f"s3://bucket/{uuid.uuid4().hex}/verstore"
+    s3_options = {**s3_server, "access_key": S3_ACCESS_KEY, "secret_key": S3_SECRET_KEY}
+    azure_authority = f"127.0.0.1:{_unused_port()}"  # nothing listens: requests fail at once
+    azure_options = {
+        "account_name": "vstestaccount",
+        "account_key": AZURE_ACCOUNT_KEY,
+        "blob_storage_authority": azure_authority,
+        "dfs_storage_authority": azure_authority,
+        "blob_storage_scheme": "http",
+        "dfs_storage_scheme": "http",
+    }
+    secrets = {"s3": s3_options, "s3_root": s3_root, "azure": azure_options}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, str(JOB), str(tmp_path)],
+        input=json.dumps(secrets),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, (
+        f"credentials job failed (exit {done.returncode}):\n{done.stderr[-6000:]}"
+    )
+    result = json.loads(lines[-1].removeprefix("RESULT "))
+
+    # The queries did what they should: the S3 join ran through (so its tasks had the
+    # credentials), and the Azure tasks reached the filesystem with the options configured.
+    assert result["s3_rows"] == len(gen_oracle(batches, how="left", tie_breaker="seq"))
+    assert result["read_store_rows"] > 0
+    assert result["azure_failed"], result
+    assert azure_authority in result["azure_error"], result["azure_error"][:4000]
+    events = _files(tmp_path / "events")
+    assert sum(e.stat().st_size for e in events) > 0
+    # Job properties are in the event log: what the search below looks at is really there.
+    assert any(b"spark.verstore.checkpointRoot" in e.read_bytes() for e in events)
+
+    written = {str(p): p.read_bytes() for p in _files(tmp_path)}
+    stored = _s3_objects(s3_root, s3_server)
+    assert stored, "the S3 query wrote no checkpoint files"
+    written.update({f"s3://{path}": data for path, data in stored.items()})
+    written["<job stdout>"] = done.stdout.encode()
+    written["<job stderr>"] = done.stderr.encode()
+    leaks = {
+        secret[:6] + "...": sorted(
+            name for name, data in written.items() if secret.encode() in data
+        )
+        for secret in (S3_ACCESS_KEY, S3_SECRET_KEY, AZURE_ACCOUNT_KEY)
+    }
+    assert not any(leaks.values()), f"secrets written in clear: {leaks}"
