@@ -18,7 +18,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow.fs as pafs
 import pytest
@@ -115,3 +115,152 @@ def test_no_secret_in_event_log_checkpoints_or_store_files(
         for secret in (S3_ACCESS_KEY, S3_SECRET_KEY, AZURE_ACCOUNT_KEY)
     }
     assert not any(leaks.values()), f"secrets written in clear: {leaks}"
+
+
+# --- the pieces, without Spark -------------------------------------------------------------------
+
+
+class _Conf:
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.conf = _Conf()
+
+
+class _Task:
+    """A stand-in for the running task's ``TaskContext``: local properties from a conf."""
+
+    def __init__(self, conf: _Conf) -> None:
+        self.properties = {
+            **conf.values,
+            "streaming.sql.batchId": "3",
+            "sql.streaming.queryId": "q",
+        }
+
+    def getLocalProperty(self, name: str) -> str | None:
+        return self.properties.get(name)
+
+    def partitionId(self) -> int:
+        return 0
+
+
+def provide_options(checkpoint_root: str) -> dict[str, Any]:
+    """A storage options provider (``test_credentials:provide_options``)."""
+    return {"session_token": f"vstest-token-for-{checkpoint_root}"}
+
+
+@pytest.fixture
+def in_task(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Runs ``TaskConf.current`` as a task of ``session`` would."""
+    import pyspark
+    from verstore.spark import TaskConf
+
+    def current(session: _Session, credentials: Any = None) -> Any:
+        monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Task(session.conf)))
+        return TaskConf.current(credentials)
+
+    return current
+
+
+def test_configure_keeps_secrets_out_of_the_conf(in_task: Any) -> None:
+    import pickle
+
+    from verstore.spark import configure
+    from verstore.spark._conf import plan_credentials
+
+    session = _Session()
+    options = {
+        "endpoint_override": "127.0.0.1:9000",
+        "region": "eu-west-1",
+        "access_key": S3_ACCESS_KEY,
+        "secret_key": S3_SECRET_KEY,
+    }
+    configure(session, "s3://bucket/verstore", storage_options=options)
+    conf = json.dumps(session.conf.values)
+    assert S3_ACCESS_KEY not in conf and S3_SECRET_KEY not in conf
+    assert json.loads(session.conf.values["spark.verstore.storageOptions"]) == {
+        "endpoint_override": "127.0.0.1:9000",
+        "region": "eu-west-1",
+    }
+    ref = json.loads(session.conf.values["spark.verstore.storageCredentials"])
+    assert ref["keys"] == ["access_key", "secret_key"]
+
+    credentials = plan_credentials(session)
+    assert credentials is not None
+    assert S3_SECRET_KEY not in repr(credentials) and "secret_key" in repr(credentials)
+    carried = pickle.loads(pickle.dumps(credentials))  # as in a partition function
+    task = in_task(session, carried)
+    assert task.storage_options == options
+    assert S3_SECRET_KEY not in repr(task)
+
+    # Configured again with the same credentials: queries built before keep working.
+    configure(session, "s3://bucket/verstore", storage_options=dict(options))
+    assert in_task(session, carried).storage_options == options
+
+
+def test_a_task_without_the_configured_credentials_fails(in_task: Any) -> None:
+    from verstore.spark import configure
+    from verstore.spark._conf import plan_credentials
+
+    session = _Session()
+    configure(session, "abfs://c/v", storage_options={"account_name": "a", "account_key": "k1"})
+    first = plan_credentials(session)
+    with pytest.raises(RuntimeError, match=r"storage credentials \(account_key\) that did not"):
+        in_task(session, None)  # a query built before configure()
+    configure(session, "abfs://c/v", storage_options={"account_name": "a", "account_key": "k2"})
+    with pytest.raises(RuntimeError, match="did not reach this code"):
+        in_task(session, first)  # built with other credentials than the query starts with
+    assert in_task(session, plan_credentials(session)).storage_options["account_key"] == "k2"
+
+
+def test_options_without_secrets_and_a_provider(in_task: Any) -> None:
+    from verstore.spark import configure
+
+    session = _Session()
+    configure(session, "s3://bucket/v", storage_options={"region": "eu-west-1"})
+    assert "spark.verstore.storageCredentials" not in session.conf.values
+    assert in_task(session).storage_options == {"region": "eu-west-1"}  # the executor's chain
+
+    configure(
+        session,
+        "s3://bucket/v",
+        storage_options={"region": "eu-west-1"},
+        storage_options_provider="test_credentials:provide_options",
+    )
+    assert in_task(session).storage_options == {
+        "region": "eu-west-1",
+        "session_token": "vstest-token-for-s3://bucket/v",
+    }
+    with pytest.raises(ValueError, match="module:function"):
+        configure(session, "s3://bucket/v", storage_options_provider="no function")
+
+
+def test_stateful_processor_carries_the_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark import cloudpickle
+    from verstore.spark import StoreSpec, VersionedStatefulProcessor, stateful
+    from verstore.spark._conf import StorageCredentials
+
+    class Processor(VersionedStatefulProcessor):
+        stores: ClassVar[dict[str, StoreSpec]] = {"s": StoreSpec(history_retention_ms=1000)}
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            return iter(())
+
+    credentials = StorageCredentials("id", {"secret_key": S3_SECRET_KEY})
+    monkeypatch.setattr(stateful, "active_credentials", lambda: credentials)
+    shipped = cloudpickle.loads(cloudpickle.dumps(Processor()))
+    monkeypatch.setattr(stateful, "active_credentials", lambda: None)  # as in a worker
+    again = cloudpickle.loads(cloudpickle.dumps(shipped))
+    assert again._verstore_credentials.options == {"secret_key": S3_SECRET_KEY}
