@@ -1,9 +1,16 @@
-"""One local SparkSession for the whole test session; every test here is a Spark test."""
+"""One local SparkSession for the whole test session; every test here is a Spark test.
+
+With ``VERSTORE_SPARK_CONNECT=1`` the session is a Spark Connect session on a local Connect
+server (``SparkSession.builder.remote("local[2,3]")``), as on Spark Connect clusters and
+serverless platforms; ``make test`` runs the tests marked ``connect`` that way too. A process
+holds one kind of session only: a Connect server cannot start beside a classic SparkContext.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +20,9 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+#: Whether this test session runs on Spark Connect.
+CONNECT = os.environ.get("VERSTORE_SPARK_CONNECT") == "1"
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -20,28 +30,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
 
 
+def session_conf(warehouse: Path) -> dict[str, str]:
+    return {
+        "spark.app.name": "verstore-tests",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(warehouse),
+        "spark.sql.session.timeZone": "UTC",
+        # The parquet sink of Connect runs (streams.Collector): timestamps read back as UTC.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.memory": "1g",
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+    }
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
-        SparkSession.builder.master("local[2,3]")  # 2 cores, up to 3 attempts per task
-        .appName("verstore-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "1g")
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    conf = session_conf(tmp_path_factory.mktemp("spark-warehouse"))
+    if CONNECT:
+        # The local server's SparkContext takes every setting; the client then warns about
+        # each one that is not a runtime SQL setting (it cannot change them, and need not).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            session = SparkSession.builder.remote("local[2,3]").config(map=conf).getOrCreate()
+    else:
+        # 2 cores, up to 3 attempts per task
+        session = SparkSession.builder.master("local[2,3]").config(map=conf).getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

@@ -14,8 +14,12 @@ join per batch with pandas ``merge_asof`` against every table row of batches <= 
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import random
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -73,34 +77,85 @@ def read_sources(
     return read(stream_dir, stream_ddl), read(table_dir, table_ddl)
 
 
+#: Whether the tests run on Spark Connect (``conftest.py``).
+CONNECT = os.environ.get("VERSTORE_SPARK_CONNECT") == "1"
+
+
 class Collector:
-    """A ``foreachBatch`` sink that keeps each batch's rows (as Arrow-converted dicts).
+    """The test sink: each micro-batch's rows (as Arrow-converted dicts) by batch id.
+
+    Classic sessions write through ``foreachBatch`` (this object is the function), one Arrow
+    file per batch id in a directory of its own. On Spark Connect a ``foreachBatch`` function
+    runs the batch's DataFrame from a request thread of the server, outside the micro-batch, so
+    verstore's tasks would not know their batch (docs/spark.md, Spark Connect): there the query
+    writes to Spark's parquet sink in the same directory, whose log of files per batch id gives
+    the batches back. A replayed batch replaces its rows either way.
 
     Attributes:
         batches: batch id -> rows of its latest execution.
-        calls: batch ids in the order the sink saw them (a replayed batch appears twice).
+        calls: batch ids in the order the sink saw them (a replayed batch appears twice;
+            classic sessions only).
     """
 
     def __init__(self, fail_on_batch: int | None = None) -> None:
-        self.batches: dict[int, list[dict[str, Any]]] = {}
-        self.calls: list[int] = []
+        self.directory = Path(tempfile.mkdtemp(prefix="verstore-sink-"))
         self.fail_on_batch = fail_on_batch
+        # Registered in the process that made the sink only (unpickling skips __init__).
+        atexit.register(shutil.rmtree, self.directory, True)
+
+    def start(self, df: Any) -> Any:
+        """``df.writeStream`` into this sink."""
+        if CONNECT:
+            return df.writeStream.format("parquet").option("path", str(self.directory / "out"))
+        return df.writeStream.foreachBatch(self)
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.toArrow().to_pylist()
-        self.batches[batch_id] = rows
-        self.calls.append(batch_id)
+        table = df.toArrow()
+        tmp = self.directory / f".tmp-{batch_id}-{os.getpid()}.arrow"
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp, self.directory / f"{batch_id}.arrow")
+        with open(self.directory / "calls", "a") as calls:
+            calls.write(f"{batch_id}\n")
         if batch_id == self.fail_on_batch:
             raise RuntimeError(f"test sink: failing after batch {batch_id}'s output was computed")
 
+    @property
+    def batches(self) -> dict[int, list[dict[str, Any]]]:
+        if CONNECT:
+            return self._sink_batches()
+        out = {}
+        for path in self.directory.glob("*.arrow"):
+            if not path.name.startswith("."):
+                with pa.memory_map(str(path)) as source:
+                    out[int(path.stem)] = pa.ipc.open_file(source).read_all().to_pylist()
+        return out
+
+    def _sink_batches(self) -> dict[int, list[dict[str, Any]]]:
+        """The parquet sink's batches, from its log (``_spark_metadata/<batch id>``: a version
+        line, then one JSON line per file written)."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        log = self.directory / "out" / "_spark_metadata"
+        for entry in log.glob("[0-9]*") if log.is_dir() else ():
+            files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:]]
+            tables = [pq.read_table(f.removeprefix("file:")) for f in files]
+            out[int(entry.name)] = [row for t in tables for row in t.to_pylist()]
+        return out
+
+    @property
+    def calls(self) -> list[int]:
+        log = self.directory / "calls"
+        return [int(line) for line in log.read_text().split()] if log.exists() else []
+
     def rows(self) -> list[dict[str, Any]]:
-        return [row for b in sorted(self.batches) for row in self.batches[b]]
+        batches = self.batches
+        return [row for b in sorted(batches) for row in batches[b]]
 
 
 def run_available_now(df: Any, checkpoint: Path, sink: Collector, *, timeout_s: float = 120) -> Any:
     """Runs ``df`` into ``sink`` until every input file is processed; returns the query."""
     query = (
-        df.writeStream.foreachBatch(sink)
+        sink.start(df)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()

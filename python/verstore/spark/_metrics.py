@@ -15,7 +15,10 @@ the checkpoint, and how long that took). Two ways out, both without reading logs
   longs per row to build, send and read (measured: the join ran 8% faster at 600 000 rows per
   micro-batch with the string).
 * **Per partition**, :func:`partition_metrics`: an accumulator collects each task's row (with
-  its micro-batch and partition) on the driver; failed attempts do not count.
+  its micro-batch and partition) on the driver; failed attempts do not count. Spark Connect
+  sessions have no accumulators (they live in the driver's JVM, which a Connect client does
+  not share): their queries run the same, with the observed metrics in the progress, and
+  :func:`partition_metrics` says so for their stores instead of answering.
 """
 
 from __future__ import annotations
@@ -162,11 +165,30 @@ def observed(df: Any, name: str) -> Any:
 # --- per partition, on the driver ----------------------------------------------------------------
 
 _accumulators: dict[str, Any] = {}
+#: Observed names of queries built in Spark Connect sessions (no accumulator for them).
+_connect_names: set[str] = set()
 _lock = threading.Lock()
 
 
+class _NoRows:
+    """What a task of a Spark Connect session adds its row to: nothing (see the module)."""
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        pass
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``, no JVM of its own)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def accumulator(spark: Any, name: str) -> Any:
-    """The driver's accumulator of task rows for ``name`` (one per observed name)."""
+    """The driver's accumulator of task rows for ``name`` (one per observed name); for a Spark
+    Connect session, a collector that drops them."""
+    if is_connect(spark):
+        with _lock:
+            _connect_names.add(name)
+        return _NoRows()
     from pyspark.accumulators import AccumulatorParam
 
     class _Rows(AccumulatorParam):  # type: ignore[type-arg]
@@ -190,9 +212,20 @@ def partition_metrics(name: str | None = None) -> Any:
 
     Args:
         name: ``"verstore.<store>"`` as in the query progress; default: every store.
+
+    Raises:
+        RuntimeError: ``name``'s queries run in a Spark Connect session, which has no
+            accumulators: their metrics are in ``query.lastProgress.observedMetrics[name]``.
     """
     import pyarrow as pa
 
+    if name is not None and name in _connect_names and name not in _accumulators:
+        raise RuntimeError(
+            f"partition_metrics({name!r}): the queries of {name} run in a Spark Connect "
+            "session, which has no accumulators to collect per-partition rows on the driver; "
+            f"their metrics, summed per micro-batch, are in "
+            f"query.lastProgress.observedMetrics[{name!r}]"
+        )
     with _lock:
         chosen: Mapping[str, Any] = (
             _accumulators
