@@ -24,10 +24,15 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 CONNECT = os.environ.get("VERSTORE_SPARK_CONNECT") == "1"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/spark/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.spark)
+    if not CONNECT:
+        connect_only = [item for item in items if item.get_closest_marker("connect_only")]
+        if connect_only:
+            config.hook.pytest_deselected(items=connect_only)
+            items[:] = [item for item in items if not item.get_closest_marker("connect_only")]
 
 
 def session_conf(warehouse: Path) -> dict[str, str]:

@@ -32,6 +32,8 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     write_batches,
 )
 
+pytestmark = pytest.mark.connect
+
 ORDERS_DDL = "order_id LONG, customer STRING, item STRING, qty INT, t TIMESTAMP"
 ORDERS = pa.schema(
     [

@@ -354,6 +354,14 @@ class TaskConf:
                 "verstore.spark.configure(spark, checkpoint_root) before starting the query"
             )
         batch = prop("streaming.sql.batchId")
+        if batch is None and "SparkConnect" in (prop("spark.job.tags") or ""):
+            raise RuntimeError(
+                "verstore.spark: no micro-batch id in a Spark Connect job. Spark Connect runs "
+                "the DataFrame a foreachBatch function receives from a request of its own, "
+                "outside the micro-batch, so a verstore operator cannot be computed there: write "
+                "the query to a streaming sink (toTable, parquet, Kafka...) or build it without "
+                "foreachBatch (docs/spark.md, Spark Connect)"
+            )
         if batch is None:
             raise RuntimeError(
                 "verstore.spark: no micro-batch id; verstore's stateful operators run in "

@@ -1,0 +1,73 @@
+"""What differs on Spark Connect (``VERSTORE_SPARK_CONNECT=1``, ``make test`` runs them so).
+
+Everything else of ``verstore.spark`` is the same on both kinds of session: the tests marked
+``connect`` run on each. Here: metrics come from the query progress only (a Connect session has
+no accumulators), and a ``foreachBatch`` sink gets a clear error instead of a wrong answer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import verstore.spark
+
+pytest.register_assert_rewrite("streams")
+from streams import (  # noqa: E402 (imported once marked for rewriting)
+    OUT_COLUMNS,
+    Collector,
+    gen_join,
+    gen_oracle,
+    gen_schemas,
+    generate,
+    normalized,
+    run_available_now,
+    write_batches,
+)
+
+pytestmark = [pytest.mark.connect, pytest.mark.connect_only]
+
+
+def test_metrics_are_in_the_progress_and_partition_metrics_says_where(
+    spark: Any, verstore_root: Path, tmp_path: Path
+) -> None:
+    batches = generate(95, batches=2)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+    sink = Collector()
+    query = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", sink)
+
+    expected = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    metrics = {p.batchId: p.observedMetrics["verstore.asof"] for p in query.recentProgress}
+    assert sorted(metrics) == [0, 1]
+    assert all(m.partitions == 2 and m.latest_keys > 0 for m in metrics.values())
+    assert sum(m.rows_put + m.rows_expired for m in metrics.values()) == sum(
+        len(b.table) for b in batches
+    )
+    with pytest.raises(RuntimeError, match=r"Spark Connect.*observedMetrics\['verstore.asof'\]"):
+        verstore.spark.partition_metrics("verstore.asof")
+
+
+def test_a_foreach_batch_sink_gets_a_clear_error(
+    spark: Any, verstore_root: Path, tmp_path: Path
+) -> None:
+    """Spark Connect computes a foreachBatch function's DataFrame outside its micro-batch."""
+    batches = generate(96, batches=1)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+
+    def collect(df: Any, batch_id: int) -> None:
+        df.toArrow()
+
+    query = (
+        gen_join(spark, tmp_path)
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match="foreachBatch function receives"):
+        query.awaitTermination(120)
+    query.stop()
