@@ -23,7 +23,7 @@ ARGS ?=
 help:
 	@echo "make run    - the main job: streaming as-of join on local Spark (examples/spark_asof_pipeline.py)"
 	@echo "make run-restaurant - the restaurant bills and vote tally (examples/restaurant.py)"
-	@echo "make test   - Rust tests and pytest (Spark tests included), then make test-min"
+	@echo "make test   - Rust tests and pytest (Spark tests on classic and Spark Connect sessions), then make test-min"
 	@echo "make test-min - pytest on the lowest pyarrow, pyspark and pandas pyproject.toml declares"
 	@echo "make bench  - benchmarks (numbers from the release build)"
 	@echo "make lint   - rustfmt, clippy, ruff, mypy, stubtest"
@@ -86,8 +86,11 @@ $(VENV_MIN)/.deps-installed: pyproject.toml scripts/lowest_requirements.py
 rust-test: system-deps
 	cargo test --release --quiet
 
+# The second run: the Spark cases marked `connect` again, on a local Spark Connect server
+# (tests/spark/conftest.py).
 py-test: develop java-check
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
+	VERSTORE_SPARK_CONNECT=1 $(PY) -m pytest tests/spark -m connect -q $(PYTEST_FLAGS)
 	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
 
 # The declared minimums, tested: the non-Spark suite (spill and kernels included) on the lowest

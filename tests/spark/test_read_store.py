@@ -23,6 +23,9 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     write_batches,
 )
 
+# Every case here runs on classic and Spark Connect sessions alike (conftest.py).
+pytestmark = pytest.mark.connect
+
 KEY = ("region", "item")
 
 

@@ -39,6 +39,9 @@ from streams import (  # noqa: E402
 )
 from table_streams import generate_asof, read_stream, write_stream  # noqa: E402
 
+# Every case here runs on classic and Spark Connect sessions alike (conftest.py).
+pytestmark = pytest.mark.connect
+
 # Spark's Python workers cannot import this test module: ship its classes and functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

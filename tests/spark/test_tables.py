@@ -33,6 +33,9 @@ from table_streams import (  # noqa: E402
     write_stream,
 )
 
+# Every case here runs on classic and Spark Connect sessions alike (conftest.py).
+pytestmark = pytest.mark.connect
+
 VOTES_DDL = "customer STRING, item STRING, t LONG"
 VOTES = pa.schema([("customer", pa.string()), ("item", pa.string()), ("t", pa.int64())])
 
