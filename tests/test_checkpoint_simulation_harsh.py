@@ -29,9 +29,11 @@ Besides, an open or commit without an injected fault must succeed, and a task af
 on the same executor must not find the local copy locked or wrong.
 
 ``VERSTORE_SIMULATION_EXAMPLES`` and ``VERSTORE_SIMULATION_SEED`` (read by
-``test_checkpoint_simulation``) set each test's examples and seed; without them each test runs a
-few examples (seconds): ``VERSTORE_SIMULATION_EXAMPLES=500 pytest
-tests/test_checkpoint_simulation_harsh.py`` is a long run.
+``test_checkpoint_simulation``) set each test's examples and seed; without the first, CI's small
+size (``SIZES``, about a minute for the file on 2 cores). ``VERSTORE_SIMULATION_EXAMPLES=500
+pytest tests/test_checkpoint_simulation_harsh.py`` is a long run; S3 takes about 4 s an example.
+Each test prints the events its run covered (hypothesis has no statistics for
+``run_state_machine_as_test``): ``pytest -s`` or ``-rA`` shows them.
 """
 
 from __future__ import annotations
