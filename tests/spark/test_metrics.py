@@ -41,6 +41,8 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
     progress = {p.batchId: p for q in (first, second) for p in q.recentProgress}
     metrics = {b: p.observedMetrics["verstore.asof"] for b, p in progress.items()}
     assert sorted(metrics) == [0, 1, 2, 3]
+    for b, p in progress.items():
+        assert verstore.spark.progress_metrics(p, "verstore.asof") == metrics[b].asDict()
     files = verstore.spark.inspect(str(root), "asof").to_pylist()
     for b, m in metrics.items():
         changelogs = [f for f in files if f["kind"] == "changelog" and f["version"] == b + 1]

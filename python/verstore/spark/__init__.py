@@ -7,7 +7,7 @@ opens its partition's stores at the micro-batch's version and commits when done.
 
 from verstore.spark._conf import TaskConf, configure
 from verstore.spark._inspect import inspect
-from verstore.spark._metrics import TaskMetrics, partition_metrics
+from verstore.spark._metrics import TaskMetrics, partition_metrics, progress_metrics
 from verstore.spark._reader import read_store
 from verstore.spark._runtime import (
     PartitionContext,
@@ -41,6 +41,7 @@ __all__ = [
     "map_partitions_with_stores",
     "partition_metrics",
     "partition_stores",
+    "progress_metrics",
     "read_store",
     "save_history",
     "versioned_table_join",

@@ -162,6 +162,25 @@ def observed(df: Any, name: str) -> Any:
     return df.observe(name, *sums).where(m.isNull()).drop(METRICS)
 
 
+def progress_metrics(progress: Any, name: str) -> dict[str, int] | None:
+    """The store metrics ``name`` (``"verstore.<store>"``) of one micro-batch's progress
+    (``query.lastProgress``, an item of ``query.recentProgress``), as a dict; ``None`` when the
+    progress has none (a batch without data, or metrics off).
+
+    Classic sessions give an observed metric as a ``Row`` of the named sums; Spark Connect
+    clients give ``Row(values=[...], schema={...})``, the form it has in the progress JSON.
+    """
+    observed = getattr(progress, "observedMetrics", None) or {}
+    row = observed.get(name)
+    if row is None:
+        return None
+    fields = row.asDict()
+    if set(fields) == {"values", "schema"}:
+        names = [f["name"] for f in fields["schema"]["fields"]]
+        return {n: int(v) for n, v in zip(names, fields["values"], strict=True)}
+    return {n: int(v) for n, v in fields.items()}
+
+
 # --- per partition, on the driver ----------------------------------------------------------------
 
 _accumulators: dict[str, Any] = {}
@@ -242,4 +261,4 @@ def partition_metrics(name: str | None = None) -> Any:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-__all__ = ["METRICS", "TaskMetrics", "partition_metrics"]
+__all__ = ["METRICS", "TaskMetrics", "partition_metrics", "progress_metrics"]
