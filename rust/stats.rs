@@ -1,9 +1,10 @@
 //! Store statistics: the figures a stream processor reports per micro-batch and partition
 //! (state size, disk and memory use), cheap enough to read after every batch.
 //!
-//! `latest_keys` is exact. A persistent store keeps the count in its metadata (`format.md`),
-//! updated by the put algorithm in the same atomic write as the entries it creates or removes,
-//! so reading it costs nothing; a store written by an older build has no count and is counted
+//! `latest_keys` is exact. A persistent store keeps the count in its metadata (`format.md`):
+//! without a write-ahead log in the same atomic write as the entries it creates or removes (the
+//! write buffer's), with one deferred to the next flush or close and recomputed after a crash
+//! (`store/metadata.rs`); reading it costs nothing; a store written by an older build has no count and is counted
 //! once when opened. In memory the latest-value map knows its size. `history_rows` is exact in
 //! memory and an estimate on RocksDB: its estimate of all keys (`rocksdb.estimate-num-keys`,
 //! which counts overwritten keys and row appends still in memtables or not yet compacted) less
