@@ -1,0 +1,88 @@
+"""What the store metrics in the query progress cost ``asof_join``, in one SparkSession.
+
+``python -m benches.spark_metrics_cost [--keys K] [--rounds N]`` runs the workload of
+``spark_asof.py`` (``K`` keys, ``6 K`` orders per micro-batch, 4 micro-batches, 4 partitions on
+``local[2]``) with the progress metrics on (the default) and off
+(``configure(progress_metrics=False)``), alternating the order every round after one untimed
+run of each, and prints each round's rows/s and the medians. Every run is checked against the
+``merge_asof`` oracle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import spark_asof
+from .spark_asof import Scale
+
+MODES = ("on", "off")
+
+
+def session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run(spark: Any, mode: str, work: Path, batches: list[Any]) -> float:
+    """One run of the join with the metrics ``mode``; its rows/s."""
+    from unittest import mock
+
+    import verstore.spark
+
+    configure = verstore.spark.configure
+
+    def configured(spark: Any, root: str, **options: Any) -> None:
+        configure(spark, root, progress_metrics=mode == "on", **options)
+
+    # spark_asof.run configures the session itself, with the default metrics.
+    with mock.patch.object(verstore.spark, "configure", configured):
+        result = spark_asof.run(spark, "asof_join", work / "data", work / mode, batches, 4)
+    assert not result.problems, result.problems[:3]
+    return result.rows_per_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/verstore-metrics-cost"))
+    args = parser.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    batches = spark_asof.generate(Scale(keys=args.keys, rows=6 * args.keys, batches=4))
+    spark_asof.write_inputs(batches, args.work / "data")
+    spark = session()
+    for mode in MODES:
+        run(spark, mode, args.work, batches)
+    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for i in range(args.rounds):
+        for mode in MODES if i % 2 == 0 else reversed(MODES):
+            rates[mode].append(run(spark, mode, args.work, batches))
+        print(i, {mode: round(r[-1]) for mode, r in rates.items()}, flush=True)
+    medians = {mode: statistics.median(r) for mode, r in rates.items()}
+    print("median rows/s", {m: round(v) for m, v in medians.items()}, end=" ")
+    print(f"on/off {medians['on'] / medians['off']:.3f}")
+    spark.stop()
+    shutil.rmtree(args.work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
