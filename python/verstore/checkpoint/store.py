@@ -336,10 +336,10 @@ class PartitionStore:
             self._location.write_new_from(self._files.changelog(new, self._serving), str(local))
             stats.changelog_bytes = local.stat().st_size
         except BaseException:
-            local.unlink(missing_ok=True)
             self._release_quietly("the failed commit")
             raise
-        local.unlink(missing_ok=True)
+        finally:
+            local.unlink(missing_ok=True)
         try:
             faults.step("after_changelog")
             self._after_commit(new, stats)
