@@ -1,15 +1,10 @@
-//! Recording and replaying changelogs: the accepted writes of a checkpointed store, as files
-//! (laid out in `format/changelog.rs`).
+//! Taking and replaying changelogs: the accepted writes of a checkpointed store, as files
+//! (laid out in `format/changelog.rs`). A client of the store: it starts and stops the store's
+//! recording, takes what its spool (`crate::spool`) holds, and replays changelogs with the
+//! store's put algorithm.
 //!
-//! A store that records (`set_record_changes(true)`) appends every accepted write, encoded as a
-//! changelog record, to a *spool* as the write commits: a file beside the store's data
-//! (`changelog.spool` in its directory) for a persistent store, so that a micro-batch's writes
-//! wait on disk rather than in memory, and a buffer for an in-memory store. The spool keeps the
-//! running record count and body checksum, so taking a changelog only puts the header in front
-//! of the body: [`VersionedStore::take_changelog_to`] moves the spool file to a path the caller
-//! uploads, [`VersionedStore::take_changelog`] returns the bytes (for small changelogs). A
-//! spool that fails to take a write fails every later take: a changelog never misses a write
-//! the store made.
+//! [`VersionedStore::take_changelog_to`] moves the spool file to a path the caller uploads,
+//! [`VersionedStore::take_changelog`] returns the bytes (for small changelogs).
 //!
 //! Replay reads a changelog in chunks ([`VersionedStore::apply_changelog_file`]): records are
 //! decoded in place in the read buffer, at most `chunk_records` and about [`CHUNK_BYTES`] at a
@@ -21,261 +16,20 @@
 //! bytes in memory verifies the whole file first and applies nothing of a damaged one.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::changelog::{
     self, ATTEMPT_LEN, AttemptId, ChangelogHeader, HEADER_LEN, Record, StoredHeader,
 };
+use crate::spool::Spool;
 use crate::store::{VersionedStore, check_write};
 
-/// The spool file's name in a persistent store's directory.
-const SPOOL_FILE: &str = "changelog.spool";
 /// How much a replay reads from its file at a time.
 const READ_SIZE: usize = 1 << 20;
 /// About how many bytes of records a replay decodes and applies as one write.
 pub(crate) const CHUNK_BYTES: usize = 8 << 20;
-/// The spool file's write buffer.
-const SPOOL_BUFFER: usize = 256 << 10;
-
-/// The accepted writes of one transaction, encoded as changelog records.
-#[derive(Debug, Default)]
-pub(crate) struct Log {
-    bytes: Vec<u8>,
-    records: u64,
-}
-
-impl Log {
-    /// Logs the accepted write of `value` (`None`: a tombstone) for `key` at `timestamp`.
-    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) {
-        let record = Record {
-            key,
-            value,
-            timestamp,
-        };
-        self.bytes.reserve(changelog::record_len(key, value));
-        changelog::encode_record(record, &mut self.bytes);
-        self.records += 1;
-    }
-}
-
-/// Where a spool keeps its body.
-enum Sink {
-    Memory(Vec<u8>),
-    /// A file that starts with `HEADER_LEN` bytes of room for the header.
-    File {
-        path: PathBuf,
-        out: BufWriter<File>,
-    },
-}
-
-/// The body of the changelog being recorded, with its record count and checksum.
-pub(crate) struct Spool {
-    sink: Sink,
-    records: u64,
-    crc: crc32fast::Hasher,
-    /// What went wrong when a write could not be spooled: every later take fails with it.
-    broken: Option<String>,
-}
-
-impl std::fmt::Debug for Spool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Spool")
-            .field("records", &self.records)
-            .finish_non_exhaustive()
-    }
-}
-
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// A new spool file at `path`: room for the header, no records.
-fn create_spool_file(path: &Path) -> Result<BufWriter<File>> {
-    let mut out =
-        BufWriter::with_capacity(SPOOL_BUFFER, File::create(path).map_err(io_error(path))?);
-    out.write_all(&[0; HEADER_LEN]).map_err(io_error(path))?;
-    Ok(out)
-}
-
-impl Spool {
-    /// A spool in `dir` (a persistent store's directory), or in memory.
-    fn open(dir: Option<&Path>) -> Result<Self> {
-        let sink = match dir {
-            Some(dir) => {
-                let path = dir.join(SPOOL_FILE);
-                let out = create_spool_file(&path)?;
-                Sink::File { path, out }
-            }
-            None => Sink::Memory(Vec::new()),
-        };
-        Ok(Self {
-            sink,
-            records: 0,
-            crc: crc32fast::Hasher::new(),
-            broken: None,
-        })
-    }
-
-    /// Appends a committed transaction's log. A failure cannot undo the write it logs, which
-    /// is in the store already: it breaks the spool instead.
-    fn append(&mut self, log: &Log) {
-        if self.broken.is_some() || log.records == 0 {
-            return;
-        }
-        let written = match &mut self.sink {
-            Sink::Memory(body) => {
-                body.extend_from_slice(&log.bytes);
-                Ok(())
-            }
-            Sink::File { out, .. } => out.write_all(&log.bytes),
-        };
-        match written {
-            Ok(()) => {
-                self.crc.update(&log.bytes);
-                self.records += log.records;
-            }
-            Err(e) => self.broken = Some(e.to_string()),
-        }
-    }
-
-    fn path(&self) -> PathBuf {
-        match &self.sink {
-            Sink::File { path, .. } => path.clone(),
-            Sink::Memory(_) => PathBuf::from("in-memory changelog spool"),
-        }
-    }
-
-    /// The header of the changelog recorded so far, or the error that broke the spool.
-    fn header(
-        &self,
-        version: i64,
-        attempt: AttemptId,
-        parent: AttemptId,
-    ) -> Result<ChangelogHeader> {
-        if let Some(broken) = &self.broken {
-            return Err(Error::Io {
-                path: self.path(),
-                source: std::io::Error::other(format!(
-                    "a write could not be recorded in the changelog spool: {broken}"
-                )),
-            });
-        }
-        Ok(ChangelogHeader {
-            version,
-            attempt,
-            parent_attempt: parent,
-            record_count: self.records,
-        })
-    }
-
-    /// Ends a take: the spool starts over, or, when the take failed half way through the spool
-    /// file, it is broken (its state is unknown).
-    fn finish<T>(&mut self, taken: Result<T>) -> Result<T> {
-        match &taken {
-            Ok(_) => {
-                self.records = 0;
-                self.crc = crc32fast::Hasher::new();
-            }
-            Err(e) if matches!(self.sink, Sink::File { .. }) => {
-                self.broken = Some(e.to_string());
-            }
-            Err(_) => {}
-        }
-        taken
-    }
-
-    /// The changelog recorded so far, as bytes; the spool starts over.
-    fn take(&mut self, version: i64, attempt: AttemptId, parent: AttemptId) -> Result<Vec<u8>> {
-        let fields = self.header(version, attempt, parent)?;
-        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
-        let taken = match &mut self.sink {
-            Sink::Memory(body) => {
-                let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
-                bytes.extend_from_slice(&header);
-                bytes.append(body);
-                Ok(bytes)
-            }
-            Sink::File { path, out } => read_spool_file(path, out, &header),
-        };
-        self.finish(taken)
-    }
-
-    /// Writes the changelog recorded so far to the new file `target` (the spool file itself
-    /// moves there when it can); the spool starts over.
-    fn take_to(
-        &mut self,
-        target: &Path,
-        version: i64,
-        attempt: AttemptId,
-        parent: AttemptId,
-    ) -> Result<ChangelogHeader> {
-        let fields = self.header(version, attempt, parent)?;
-        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
-        if target.exists() {
-            return Err(io_error(target)(std::io::ErrorKind::AlreadyExists.into()));
-        }
-        let taken = match &mut self.sink {
-            Sink::Memory(body) => write_file(target, &[&header, body]).map(|()| body.clear()),
-            Sink::File { path, out } => move_spool_file(path, out, &header, target),
-        };
-        self.finish(taken).map(|()| fields)
-    }
-}
-
-/// Writes `parts` to the new file `path`.
-fn write_file(path: &Path, parts: &[&[u8]]) -> Result<()> {
-    let mut file = File::create_new(path).map_err(io_error(path))?;
-    parts
-        .iter()
-        .try_for_each(|part| file.write_all(part))
-        .map_err(io_error(path))
-}
-
-/// The spool file's changelog, with `header`, as bytes; the file keeps room for a header only.
-fn read_spool_file(path: &Path, out: &mut BufWriter<File>, header: &[u8]) -> Result<Vec<u8>> {
-    out.flush().map_err(io_error(path))?;
-    let mut bytes = std::fs::read(path).map_err(io_error(path))?;
-    if let Some(slot) = bytes.get_mut(..HEADER_LEN) {
-        slot.copy_from_slice(header);
-    }
-    let file = out.get_mut();
-    file.set_len(HEADER_LEN as u64).map_err(io_error(path))?;
-    file.seek(SeekFrom::End(0)).map_err(io_error(path))?;
-    Ok(bytes)
-}
-
-/// Puts `header` in front of the spool file, moves it to `target` (copies it, across
-/// filesystems), and starts a new spool file.
-fn move_spool_file(
-    path: &Path,
-    out: &mut BufWriter<File>,
-    header: &[u8],
-    target: &Path,
-) -> Result<()> {
-    out.flush().map_err(io_error(path))?;
-    let file = out.get_mut();
-    file.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
-    file.write_all(header).map_err(io_error(path))?;
-    if std::fs::rename(path, target).is_err() {
-        std::fs::copy(path, target).map_err(io_error(target))?;
-    }
-    *out = create_spool_file(path)?;
-    Ok(())
-}
-
-impl Drop for Spool {
-    /// The spool holds the writes of a session only: a later open starts a new one.
-    fn drop(&mut self) {
-        if let Sink::File { path, .. } = &self.sink {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
 
 /// An attempt id from its bytes.
 fn attempt_id(bytes: &[u8], argument: &'static str) -> Result<AttemptId> {
@@ -315,7 +69,7 @@ impl<R: Read> ChunkReader<R> {
         (&mut source)
             .take(HEADER_LEN as u64)
             .read_to_end(&mut head)
-            .map_err(io_error(path))?;
+            .map_err(Error::io(path))?;
         let header = changelog::decode_header(&head, location)?;
         Ok(Self {
             source,
@@ -349,7 +103,7 @@ impl<R: Read> ChunkReader<R> {
             {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_error(&self.path)(e)),
+                Err(e) => return Err(Error::io(&self.path)(e)),
             }
         };
         self.buf.truncate(old + read);
@@ -454,13 +208,6 @@ impl VersionedStore {
         Ok(())
     }
 
-    /// Appends a committed transaction's log to the spool, when recording.
-    pub(crate) fn record(&mut self, log: Option<&Log>) {
-        if let (Some(spool), Some(log)) = (&mut self.spool, log) {
-            spool.append(log);
-        }
-    }
-
     /// The accepted writes since the last take (none when not recording), as the bytes of the
     /// changelog that makes `version` on top of `parent_attempt`'s commit.
     ///
@@ -543,7 +290,7 @@ impl VersionedStore {
         location: &str,
         chunk_records: usize,
     ) -> Result<ChangelogHeader> {
-        let file = File::open(path).map_err(io_error(path))?;
+        let file = File::open(path).map_err(Error::io(path))?;
         let mut reader = ChunkReader::open(file, path, location)?;
         self.replaying(|store| {
             while reader.next_chunk(chunk_records, |chunk, first| {
@@ -634,7 +381,12 @@ mod tests {
             .take_changelog_to(&path, 1, &ATTEMPT, &PARENT)
             .expect("take");
         assert_eq!(header.record_count, 301);
-        assert!(dir.path().join("db").join(SPOOL_FILE).exists());
+        assert!(
+            dir.path()
+                .join("db")
+                .join(crate::spool::SPOOL_FILE)
+                .exists()
+        );
         let bytes = std::fs::read(&path).expect("read");
         assert_eq!(verify_changelog(&bytes, "1.changelog").ok(), Some(header));
         for chunk in [1, 7, 100_000] {
@@ -654,7 +406,12 @@ mod tests {
             Some(0)
         );
         drop(recorded);
-        assert!(!dir.path().join("db").join(SPOOL_FILE).exists());
+        assert!(
+            !dir.path()
+                .join("db")
+                .join(crate::spool::SPOOL_FILE)
+                .exists()
+        );
     }
 
     #[test]

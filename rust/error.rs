@@ -107,6 +107,14 @@ impl Error {
         }
     }
 
+    /// Makes an i/o failure on `path` an [`Error::Io`] (for `map_err`).
+    pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| Self::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
     pub(crate) fn corrupt(location: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::Corrupt {
             location: location.into(),

@@ -11,18 +11,22 @@
 mod backend;
 mod bounded;
 mod changelog;
-mod client;
 mod config;
 mod error;
 mod format;
 mod latest;
+mod overlay;
 mod put;
 mod read;
 mod record;
 mod scan;
 mod segments;
+mod spool;
+mod state;
 mod stats;
 mod store;
+mod txn;
+mod view;
 
 #[cfg(feature = "python")]
 mod python;

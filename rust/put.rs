@@ -16,13 +16,14 @@
 //! Deviation from Kafka (docs/semantics.md §Q1): a tombstone that replaces the latest value at
 //! the same timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
-use crate::client::{Txn, read_map};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, storage_key};
 use crate::format::latest_value;
 use crate::format::segment_value::{Entry, SegmentRow, encode_append};
 use crate::read::{self, row_location};
 use crate::record::{PutOutcome, VersionedRecord};
+use crate::txn::Txn;
+use crate::view::read_map;
 
 impl Txn<'_> {
     /// Kafka's `put`: grace check, stream-time update, then placement.

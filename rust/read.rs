@@ -19,12 +19,14 @@
 //! ends at or before `from`.
 
 use crate::backend::RowRead;
-use crate::client::{ReadClient, Reader, State, read_map, sort_prefix};
 use crate::error::Result;
-use crate::format::key::{LATEST_SEGMENT, segment_prefix, storage_key};
+use crate::format::key::{LATEST_SEGMENT, segment_prefix, sort_prefix, storage_key};
 use crate::format::latest_value;
 use crate::format::segment_value::{self, Lookup, SegmentRow};
 use crate::record::VersionedRecord;
+use crate::state::State;
+use crate::view::reader::Reader;
+use crate::view::{ReadClient, read_map};
 
 /// Order of `versions()` results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,7 +9,7 @@
 //! **One consistent state.** A scan reads the store as it was when the scan started: a RocksDB
 //! snapshot, or the in-memory store's segment maps shared copy-on-write. Writes made after the
 //! scan started, from any thread, are not seen. A store without a write-ahead log keeps recent
-//! writes in a write buffer (`crate::client`); starting a scan writes the buffer to RocksDB
+//! writes in a write buffer (`crate::overlay`); starting a scan writes the buffer to RocksDB
 //! first, so the snapshot holds everything a `get` would see. (Merging the buffer into the scan
 //! instead would mean copying it, up to a quarter of a memtable, for every scan.)
 //!
@@ -38,13 +38,15 @@ use arrow_array::{ArrayRef, BinaryArray, Int64Array, RecordBatch};
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use crate::backend::snapshot::{Cursor, OpenCursor, SegmentRange, SnapshotReader};
 use crate::backend::{Backend, Visit};
-use crate::client::{ReadClient, State};
 use crate::error::{Error, Result};
-use crate::format::key::{LATEST_SEGMENT, PREFIX_LEN, segment_of, segment_prefix};
+use crate::format::key::{LATEST_SEGMENT, PREFIX_LEN, segment_of};
 use crate::format::latest_value;
 use crate::read::{self, ResultOrder};
 use crate::record::VersionedRecord;
+use crate::state::State;
+use crate::view::ReadClient;
 use pipe::{OpenScans, Pipe, Received};
 
 /// A batch ends before its keys or its values pass this many bytes (unless it has one row).
@@ -135,55 +137,6 @@ pub(crate) enum Kind {
     },
 }
 
-/// The storage keys of one segment that a scan reads: `[lower, upper)`, `upper` `None` for the
-/// end of the keyspace.
-pub(crate) struct SegmentRange {
-    pub(crate) segment: i64,
-    pub(crate) lower: Vec<u8>,
-    pub(crate) upper: Option<Vec<u8>>,
-}
-
-impl SegmentRange {
-    fn new(segment: i64, lower: &[u8], upper: Option<&[u8]>) -> Self {
-        let prefix = segment_prefix(segment);
-        let with_prefix = |key: &[u8]| [&prefix[..], key].concat();
-        let upper = match upper {
-            Some(upper) => Some(with_prefix(upper)),
-            // The next segment's prefix, or the end of the keyspace after the last one.
-            None => u64::from_be_bytes(prefix)
-                .checked_add(1)
-                .map(|next| next.to_be_bytes().to_vec()),
-        };
-        Self {
-            segment,
-            lower: with_prefix(lower),
-            upper,
-        }
-    }
-
-    /// Whether the storage key `key` is in the range.
-    pub(crate) fn contains(&self, key: &[u8]) -> bool {
-        key >= self.lower.as_slice() && self.upper.as_deref().is_none_or(|upper| key < upper)
-    }
-}
-
-/// One segment's storage keys within a scan's range, ascending, with their values.
-pub(crate) trait Cursor {
-    /// The storage key the cursor stands on; `None` past the last one.
-    fn key(&self) -> Option<&[u8]>;
-    /// Its value.
-    fn value(&self) -> Option<&[u8]>;
-    /// Moves to the next key.
-    fn advance(&mut self) -> Result<()>;
-}
-
-/// A backend's data frozen for a scan, moved to the scan's producer thread.
-pub(crate) trait ScanSource: Send {
-    /// Takes the snapshot, tells `job` ([`ScanJob::started`]), then runs `job` over cursors of
-    /// the snapshot ([`ScanJob::run`]).
-    fn run(self: Box<Self>, job: ScanJob);
-}
-
 /// A scan's work, done on its producer thread.
 pub(crate) struct ScanJob {
     /// The store's state when the scan started.
@@ -195,19 +148,21 @@ pub(crate) struct ScanJob {
     pipe: Arc<Pipe>,
 }
 
-impl ScanJob {
+impl SnapshotReader for ScanJob {
     /// The snapshot is taken: the scan may be handed to its caller.
-    pub(crate) fn started(&self) {
+    fn started(&self) {
         self.pipe.mark_started();
     }
 
     /// Reads the scan through cursors that `open` makes and sends its batches.
-    pub(crate) fn run<C: Cursor>(self, open: impl FnMut(SegmentRange) -> Result<C>) {
+    fn read(self: Box<Self>, open: &mut OpenCursor<'_>) {
         if let Err(error) = self.produce(open) {
             self.pipe.send(Err(error));
         }
     }
+}
 
+impl ScanJob {
     /// The history segments to read, newest first.
     fn segments(&self) -> Vec<i64> {
         let config = self.state.config;
@@ -234,7 +189,7 @@ impl ScanJob {
         }
     }
 
-    fn produce<C: Cursor>(&self, mut open: impl FnMut(SegmentRange) -> Result<C>) -> Result<()> {
+    fn produce(&self, open: &mut OpenCursor<'_>) -> Result<()> {
         let (lower, upper) = self.keys.bounds();
         let range = |segment| SegmentRange::new(segment, &lower, upper.as_deref());
         let mut cursors = Cursors {
@@ -263,12 +218,7 @@ impl ScanJob {
     }
 
     /// Adds `key`'s records to `out`; `false` when the scan was ended meanwhile.
-    fn emit<C: Cursor>(
-        &self,
-        cursors: &Cursors<'_, C>,
-        key: &[u8],
-        out: &mut Batches,
-    ) -> Result<bool> {
+    fn emit(&self, cursors: &Cursors<'_, '_>, key: &[u8], out: &mut Batches) -> Result<bool> {
         let latest = cursors.latest_value(key);
         match self.kind {
             Kind::AsOf(as_of) => {
@@ -303,15 +253,15 @@ impl ScanJob {
 /// The cursors of a scan: the latest-value store's and those of history segments, newest first.
 /// As a [`ReadClient`] it answers a read of a storage key from the cursor of its segment when
 /// that cursor stands on it, so the point-read algorithms run unchanged.
-struct Cursors<'l, C> {
-    latest: C,
-    rows: Vec<(i64, C)>,
+struct Cursors<'l, 's> {
+    latest: Box<dyn Cursor + 's>,
+    rows: Vec<(i64, Box<dyn Cursor + 's>)>,
     location: &'l str,
 }
 
-impl<C: Cursor> Cursors<'_, C> {
-    fn all(&self) -> impl Iterator<Item = &C> {
-        std::iter::once(&self.latest).chain(self.rows.iter().map(|(_, c)| c))
+impl Cursors<'_, '_> {
+    fn all(&self) -> impl Iterator<Item = &dyn Cursor> {
+        std::iter::once(self.latest.as_ref()).chain(self.rows.iter().map(|(_, c)| c.as_ref()))
     }
 
     /// The smallest user key any cursor stands on.
@@ -339,7 +289,7 @@ impl<C: Cursor> Cursors<'_, C> {
     }
 }
 
-impl<C: Cursor> ReadClient for Cursors<'_, C> {
+impl ReadClient for Cursors<'_, '_> {
     fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
         let cursor = match segment_of(key) {
             Some(LATEST_SEGMENT) => Some(&self.latest),
@@ -596,7 +546,7 @@ pub(crate) fn start(
         .spawn(move || {
             // Dropped last: the register learns of the exit after the source let go of the data.
             let _producer = producer;
-            source.run(job);
+            source.run(Box::new(job));
         })
         .map_err(|source| Error::Io {
             path: std::path::PathBuf::from(backend.location()),

@@ -17,17 +17,20 @@ use std::path::{Path, PathBuf};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
-use crate::changelog::{Log, Spool};
-use crate::client::{Overlay, Reader, State, Txn};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::{history, meta};
 use crate::latest::LatestCache;
+use crate::overlay::Overlay;
 use crate::read::{self, AsOf, RecordColumns, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
 use crate::scan::pipe::OpenScans;
 use crate::segments::Segments;
+use crate::spool::{Log, Spool};
+use crate::state::State;
+use crate::txn::Txn;
+use crate::view::reader::Reader;
 
 mod inspect;
 mod metadata;
@@ -45,13 +48,13 @@ pub struct VersionedStore {
     /// Latest-value entries, for persistent stores (see [`crate::latest`]).
     cache: Option<LatestCache>,
     /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log (see
-    /// [`crate::client`]), and the size at which they are written.
+    /// [`crate::overlay`]), and the size at which they are written.
     buffer: Option<Overlay>,
     buffer_limit: usize,
     state: State,
     path: Option<PathBuf>,
     /// Accepted writes since the last changelog was taken, when recording (see
-    /// [`crate::changelog`]).
+    /// [`crate::spool`]).
     pub(crate) spool: Option<Spool>,
     /// Held for the store's lifetime (never read): a second open of the directory fails fast
     /// with `Error::Locked`, in this process (flock is per open file) or another.
@@ -570,6 +573,13 @@ impl VersionedStore {
         let value = value?;
         self.record(log.as_ref());
         Ok(value)
+    }
+
+    /// Appends a committed transaction's log to the spool, when recording.
+    fn record(&mut self, log: Option<&Log>) {
+        if let (Some(spool), Some(log)) = (&mut self.spool, log) {
+            spool.append(log);
+        }
     }
 }
 

@@ -16,11 +16,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::snapshot::ScanSource;
 use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, segment_of};
 use crate::format::segment_value::merge_appends;
-use crate::scan::ScanSource;
 
 mod scan;
 

@@ -13,11 +13,13 @@
 
 use crate::error::Result;
 use crate::format::segment_value::{Lookup, lookup};
-use crate::scan::ScanSource;
 
 pub(crate) mod faults;
 pub(crate) mod memory;
 pub(crate) mod rocks;
+pub(crate) mod snapshot;
+
+use snapshot::ScanSource;
 
 /// One key's change in a [`WriteSet`].
 #[derive(Debug, Clone, PartialEq, Eq)]

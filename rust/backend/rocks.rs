@@ -19,11 +19,11 @@ use rocksdb::{
 };
 
 use super::faults;
+use super::snapshot::ScanSource;
 use super::{Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::error::{Error, Result};
-use crate::format::key::{segment_of, segment_prefix};
+use crate::format::key::{next_prefix, segment_of, segment_prefix};
 use crate::format::segment_value::merge_appends;
-use crate::scan::ScanSource;
 use row_cache::{DecodedRow, RowCache};
 
 mod row_cache;
@@ -401,7 +401,7 @@ impl Backend for RocksBackend {
         // A pass over a whole segment would evict what the reads keep in the block cache.
         let mut options = rocksdb::ReadOptions::default();
         options.fill_cache(false);
-        if let Some(next) = scan::next_prefix(segment) {
+        if let Some(next) = next_prefix(segment) {
             options.set_iterate_upper_bound(next);
         }
         let mut iter = self.db.raw_iterator_opt(options);

@@ -32,6 +32,26 @@ pub(crate) fn storage_key(segment: i64, key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The first storage key after every key of `segment` (`None`: the segment is the last one).
+pub(crate) fn next_prefix(segment: i64) -> Option<[u8; PREFIX_LEN]> {
+    u64::from_be_bytes(segment_prefix(segment))
+        .checked_add(1)
+        .map(u64::to_be_bytes)
+}
+
+/// The first 16 bytes of a storage key as an integer pair that orders like the bytes: most
+/// comparisons in a sort of storage keys end there.
+pub(crate) fn sort_prefix(key: &[u8]) -> (u64, u64) {
+    let word = |offset: usize| {
+        let mut chunk = [0u8; 8];
+        let bytes = key.get(offset..).unwrap_or_default();
+        let n = bytes.len().min(8);
+        chunk[..n].copy_from_slice(&bytes[..n]);
+        u64::from_be_bytes(chunk)
+    };
+    (word(0), word(8))
+}
+
 /// The segment id a storage key belongs to, or `None` for a key shorter than the prefix.
 pub(crate) fn segment_of(storage_key: &[u8]) -> Option<i64> {
     super::read_i64(storage_key, 0)

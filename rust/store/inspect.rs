@@ -72,7 +72,7 @@ impl VersionedStore {
             self.state.segments.len(),
             self.buffer
                 .as_ref()
-                .map_or(0, crate::client::Overlay::bytes),
+                .map_or(0, crate::overlay::Overlay::bytes),
             self.state.stream_time,
         ))
     }

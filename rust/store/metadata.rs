@@ -29,10 +29,10 @@
 
 use super::VersionedStore;
 use crate::backend::{Write, WriteSet};
-use crate::client::Overlay;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::{latest_value, meta, read_i64};
+use crate::overlay::Overlay;
 
 /// Whether a store's writes record its stream time and key count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

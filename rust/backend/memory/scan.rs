@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{SegmentMap, Stored};
+use crate::backend::snapshot::{Cursor, ScanSource, SegmentRange, SnapshotReader};
 use crate::error::Result;
 use crate::format::segment_value::merge_appends;
-use crate::scan::{Cursor, ScanJob, ScanSource, SegmentRange};
 
 /// The segments of an in-memory store at one point.
 pub(crate) struct Snapshot {
@@ -24,10 +24,10 @@ impl Snapshot {
 }
 
 impl ScanSource for Snapshot {
-    fn run(self: Box<Self>, job: ScanJob) {
+    fn run(self: Box<Self>, reader: Box<dyn SnapshotReader>) {
         // The snapshot was taken when the source was made, under the store's lock.
-        job.started();
-        job.run(|range| Ok(MemoryCursor::open(&self.segments, &range)));
+        reader.started();
+        reader.read(&mut |range| Ok(Box::new(MemoryCursor::open(&self.segments, &range))));
     }
 }
 

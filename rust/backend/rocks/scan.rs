@@ -12,9 +12,8 @@ use std::sync::Arc;
 
 use rocksdb::{DB, DBRawIteratorWithThreadMode, ReadOptions};
 
+use crate::backend::snapshot::{Cursor, ScanSource, SnapshotReader};
 use crate::error::{Error, Result};
-use crate::format::key::segment_prefix;
-use crate::scan::{Cursor, ScanJob, ScanSource};
 
 /// A database to scan, moved to the scan's thread.
 pub(crate) struct Source {
@@ -29,10 +28,10 @@ impl Source {
 }
 
 impl ScanSource for Source {
-    fn run(self: Box<Self>, job: ScanJob) {
+    fn run(self: Box<Self>, reader: Box<dyn SnapshotReader>) {
         let snapshot = self.db.snapshot();
-        job.started();
-        job.run(|range| {
+        reader.started();
+        reader.read(&mut |range| {
             let mut options = ReadOptions::default();
             options.fill_cache(false);
             options.set_iterate_lower_bound(range.lower.clone());
@@ -46,16 +45,9 @@ impl ScanSource for Source {
                 path: &self.path,
             };
             cursor.check()?;
-            Ok(cursor)
+            Ok(Box::new(cursor))
         });
     }
-}
-
-/// The first storage key after every key of `segment` (`None`: the segment is the last one).
-pub(crate) fn next_prefix(segment: i64) -> Option<[u8; 8]> {
-    u64::from_be_bytes(segment_prefix(segment))
-        .checked_add(1)
-        .map(u64::to_be_bytes)
 }
 
 struct RocksCursor<'a> {

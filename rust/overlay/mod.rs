@@ -1,0 +1,243 @@
+//! Writes not yet in the backend. A transaction collects its writes in an [`Overlay`]: per
+//! key a replacement value and the row appends made since (appending to a row never reads it,
+//! and a row read through the overlay applies the appends to a copy), the segments dropped, and
+//! whether observed stream time or the key count moved.
+//!
+//! A store whose write-ahead log is off keeps one overlay across calls as a write buffer
+//! (Kafka Streams' record cache): each call's transaction runs on it directly, undone from a
+//! journal if the call fails (`journal.rs`), and it is written to RocksDB as one sorted batch
+//! (`write_set.rs`) when it has grown past its bound, on `flush`, on `checkpoint` and on close.
+//! Reads see it first. Without a write-ahead log nothing written since the last flush survives
+//! a crash either way, so the buffer loses no guarantee; with the log on, every call is written
+//! before it returns.
+
+use crate::backend::Visit;
+use crate::error::Result;
+use crate::format::key::{META_SEGMENT, segment_of, storage_key};
+use crate::format::segment_value::merge_appends;
+use crate::view::ReadClient;
+use journal::{Journal, Saved};
+use pending::{Base, Pending, PendingMap};
+
+mod journal;
+mod pending;
+mod write_set;
+
+/// What an overlay does to a read of one key.
+pub(crate) enum ReadPlan<'a> {
+    /// Nothing: the read goes below.
+    Below,
+    /// Row appends go on top of the value below (`read_with` reads it and merges them in).
+    AppendsOnStored(&'a [u8]),
+    /// The overlay has the answer: a pending write, or a dropped segment.
+    Answered,
+}
+
+/// Writes not yet in the backend: per key a replacement value and row appends, the segments
+/// dropped, and whether observed stream time moved. A transaction collects its writes in one;
+/// a store whose write-ahead log is off keeps one across calls as its write buffer, and runs
+/// each call's transaction on it directly (`begin`, then `commit` or `roll_back`).
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    pending: PendingMap,
+    /// Segments dropped: `[lowest dropped, lowest live)`.
+    dropped: Option<(i64, i64)>,
+    stream_time_changed: bool,
+    /// The number of latest-value entries to record, when a write changed it.
+    latest_keys: Option<u64>,
+    /// About how many bytes `pending` holds.
+    bytes: usize,
+    /// The transaction running on this overlay, counted from 1 (0: none has begun).
+    generation: u64,
+    /// While a transaction runs on this overlay: how to undo it.
+    journal: Option<Journal>,
+}
+
+impl Overlay {
+    /// Whether there is nothing to write.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+            && self.dropped.is_none()
+            && !self.stream_time_changed
+            && self.latest_keys.is_none()
+    }
+
+    /// Whether the writes change the stream time or the key count.
+    pub(crate) fn changes_metadata(&self) -> bool {
+        self.stream_time_changed || self.latest_keys.is_some()
+    }
+
+    /// Leaves the stream time and the key count out of the write (`store/metadata.rs`).
+    pub(crate) fn defer_metadata(&mut self) {
+        self.stream_time_changed = false;
+        self.latest_keys = None;
+    }
+
+    /// Adds a write of the store's metadata entry `name` (`None` removes it).
+    pub(crate) fn write_metadata(&mut self, name: &[u8], value: Option<Vec<u8>>) {
+        self.write(storage_key(META_SEGMENT, name), value);
+    }
+
+    /// About how many bytes the pending writes hold.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Makes room for the writes of `rows` puts (at most two keys each), unless a transaction
+    /// runs on this overlay: a write buffer is left to grow as it fills (and keeps its room
+    /// when written); sized for two keys a row, a micro-batch that writes each key several
+    /// times would get a table several times too large, sparse and slower to read.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        if self.journal.is_none() {
+            self.pending.reserve(rows.saturating_mul(2));
+        }
+    }
+
+    /// Records that observed stream time moved: the write carries the new one.
+    pub(crate) fn note_stream_time_changed(&mut self) {
+        self.stream_time_changed = true;
+    }
+
+    /// Records the new number of latest-value entries with the writes.
+    pub(crate) fn note_latest_keys(&mut self, count: Option<u64>) {
+        self.latest_keys = count;
+    }
+
+    fn is_dropped(&self, key: &[u8]) -> bool {
+        match (self.dropped, segment_of(key)) {
+            (Some((from, to)), Some(segment)) => (from..to).contains(&segment),
+            _ => false,
+        }
+    }
+
+    /// What this overlay does to a read of `key`, found with one lookup.
+    pub(crate) fn read_plan(&self, key: &[u8]) -> ReadPlan<'_> {
+        match self.pending.get(key) {
+            Some(p) if matches!(p.base, Base::Stored) && !p.appends.is_empty() => {
+                ReadPlan::AppendsOnStored(&p.appends)
+            }
+            Some(_) => ReadPlan::Answered,
+            None if self.is_dropped(key) => ReadPlan::Answered,
+            None => ReadPlan::Below,
+        }
+    }
+
+    /// Whether this overlay answers for `key` (a pending write, or a dropped segment).
+    pub(crate) fn decides(&self, key: &[u8]) -> bool {
+        !matches!(self.read_plan(key), ReadPlan::Below)
+    }
+
+    fn put(&mut self, key: Vec<u8>, mut pending: Pending) {
+        let generation = self.generation;
+        pending.born = generation;
+        self.bytes += pending.bytes(&key);
+        let hash = self.pending.hash(&key);
+        let Some(slot) = self.pending.find_mut(hash, &key) else {
+            self.pending.insert_new(hash, key, pending);
+            return;
+        };
+        let old = std::mem::replace(slot, pending);
+        self.bytes = self.bytes.saturating_sub(old.bytes(&[]));
+        if let Some(journal) = self.journal.as_mut().filter(|_| old.born != generation) {
+            // The key given for the write goes to the journal: no copy.
+            journal.saved.push((key, Saved::Whole(old)));
+        }
+    }
+
+    pub(crate) fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        let base = value.map_or(Base::Deleted, Base::Put);
+        self.put(key, Pending::new(base, Vec::new()));
+    }
+
+    /// Takes `operand` by value: a key's first append becomes its pending appends as it is,
+    /// without another allocation and copy (the common case, once per in-order put).
+    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
+        self.bytes += operand.len();
+        let generation = self.generation;
+        let hash = self.pending.hash(&key);
+        let Some(slot) = self.pending.find_mut(hash, &key) else {
+            self.bytes += key.len() + 64;
+            let pending = Pending {
+                born: generation,
+                ..Pending::new(Base::Stored, operand)
+            };
+            self.pending.insert_new(hash, key, pending);
+            return;
+        };
+        if let Some(journal) = self.journal.as_mut().filter(|_| slot.born != generation) {
+            journal
+                .saved
+                .push((key, Saved::AppendsLen(slot.appends.len())));
+        }
+        slot.appends.extend_from_slice(&operand);
+    }
+
+    /// Records that `key` holds no value below this overlay (a read found none), unless the
+    /// overlay already has a write for it.
+    pub(crate) fn note_absent(&mut self, key: &[u8]) {
+        if !self.pending.contains_key(key) {
+            self.put(key.to_vec(), Pending::new(Base::Absent, Vec::new()));
+        }
+    }
+
+    /// Records that segments `[from, to)` are dropped, and forgets its writes there.
+    pub(crate) fn drop_segments(&mut self, from: i64, to: i64) {
+        let start = self.dropped.map_or(from, |(f, _)| f.min(from));
+        let end = self.dropped.map_or(to, |(_, t)| t.max(to));
+        self.dropped = Some((start, end));
+        let before = self.pending.len();
+        let generation = self.generation;
+        let gone = self
+            .pending
+            .extract_if(|key, _| segment_of(key).is_some_and(|s| (from..to).contains(&s)))
+            .collect::<Vec<_>>();
+        match self.journal.as_mut() {
+            Some(journal) => journal.saved.extend(
+                gone.into_iter()
+                    .filter(|(_, p)| p.born != generation)
+                    .map(|(key, p)| (key, Saved::Whole(p))),
+            ),
+            None => drop(gone),
+        }
+        if self.pending.len() != before {
+            self.bytes = self.pending.iter().map(|(k, p)| p.bytes(k)).sum();
+        }
+    }
+
+    /// `key`'s value as seen through this overlay over `lower`.
+    pub(crate) fn read_with(
+        &self,
+        key: &[u8],
+        lower: &(impl ReadClient + ?Sized),
+        visit: &mut Visit<'_>,
+    ) -> Result<()> {
+        let Some(pending) = self.pending.get(key) else {
+            if self.is_dropped(key) {
+                return visit(None);
+            }
+            return lower.read_with(key, visit);
+        };
+        let appends = std::iter::once(&pending.appends[..]);
+        match (&pending.base, pending.appends.is_empty()) {
+            (Base::Stored, true) => {
+                if self.is_dropped(key) {
+                    visit(None)
+                } else {
+                    lower.read_with(key, visit)
+                }
+            }
+            (Base::Put(value), true) => visit(Some(value)),
+            (Base::Deleted | Base::Absent, true) => visit(None),
+            (Base::Put(value), false) => visit(Some(&merge_appends(Some(value), appends))),
+            (Base::Deleted | Base::Absent, false) => visit(Some(&merge_appends(None, appends))),
+            (Base::Stored, false) => {
+                let mut merged = Vec::new();
+                lower.read_with(key, &mut |base| {
+                    merged = merge_appends(base, appends.clone());
+                    Ok(())
+                })?;
+                visit(Some(&merged))
+            }
+        }
+    }
+}

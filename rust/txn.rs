@@ -1,0 +1,197 @@
+//! The client the put algorithm runs against: a write transaction over a store's view.
+//!
+//! Kafka's `VersionedStoreClient` lets one put algorithm serve live writes and changelog restore.
+//! Here that client is [`Txn`]: reads see the transaction's own pending writes first, segment
+//! creation and expiry update the live set as they happen, and `finish` turns everything —
+//! dropped segments, rows, row appends, latest values and the new observed stream time — into
+//! one [`Overlay`] that the store writes as one atomic `WriteSet`. A single put, a whole batch
+//! and a restore batch are each one transaction, so there is no half-written two-location
+//! update to recover from (Kafka's KAFKA-14491 [16/N]). A store whose write-ahead log is off
+//! runs the transaction on its write buffer instead (`begin_on`, `crate::overlay`).
+
+use crate::backend::{RowRead, Visit, VisitRow};
+use crate::error::Result;
+use crate::format::key::segment_of;
+use crate::format::segment_value::{Entry, encode_append};
+use crate::overlay::Overlay;
+use crate::spool::Log;
+use crate::state::State;
+use crate::view::reader::Reader;
+use crate::view::{ReadClient, read_map};
+
+/// A write transaction: its own writes over the store's buffer and committed state, plus the
+/// state changes they imply. `finish` hands the writes back to the store, which writes them,
+/// or ends the transaction on the write buffer it ran on.
+pub(crate) struct Txn<'s> {
+    reader: Reader<'s>,
+    pub(crate) state: &'s mut State,
+    overlay: Overlay,
+    /// The write buffer `overlay` was taken from, which gets it back when the transaction
+    /// ends (`begin_on`).
+    write_buffer: Option<&'s mut Overlay>,
+    /// Accepted writes, in order, when the store records a changelog.
+    pub(crate) log: Option<Log>,
+    /// `state.latest_keys` when the transaction began.
+    latest_keys_before: Option<u64>,
+}
+
+impl<'s> Txn<'s> {
+    pub(crate) fn begin(reader: Reader<'s>, state: &'s mut State) -> Self {
+        Self {
+            reader,
+            latest_keys_before: state.latest_keys,
+            state,
+            overlay: Overlay::default(),
+            write_buffer: None,
+            log: None,
+        }
+    }
+
+    /// A transaction that runs on the write buffer `buffer` instead of collecting its writes
+    /// apart; `finish` keeps or rolls back its writes there.
+    pub(crate) fn begin_on(
+        reader: Reader<'s>,
+        state: &'s mut State,
+        buffer: &'s mut Overlay,
+    ) -> Self {
+        let mut overlay = std::mem::take(buffer);
+        overlay.begin();
+        Self {
+            reader,
+            latest_keys_before: state.latest_keys,
+            state,
+            overlay,
+            write_buffer: Some(buffer),
+            log: None,
+        }
+    }
+
+    /// Counts a latest-value entry created (`+1`) or removed (`-1`) by the put algorithm.
+    pub(crate) fn count_latest(&mut self, change: i64) {
+        if let Some(count) = &mut self.state.latest_keys {
+            *count = count.saturating_add_signed(change);
+        }
+    }
+
+    /// Makes room for the writes of `rows` puts in a transaction of its own (not on a write
+    /// buffer: `Overlay::reserve`).
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.overlay.reserve(rows);
+    }
+
+    /// A read of `key` copied out (the put algorithm edits what it reads).
+    pub(crate) fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        read_map(self, key, |value| Ok(value.map(<[u8]>::to_vec)))
+    }
+
+    /// A read of a history row copied out; a row found missing is remembered as such, so that
+    /// a version appended to it later is written as a whole new row.
+    pub(crate) fn read_row(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let row = self.read(key)?;
+        if row.is_none() {
+            self.overlay.note_absent(key);
+        }
+        Ok(row)
+    }
+
+    /// Stages a write (`None` deletes). A row in a history segment registers that segment.
+    pub(crate) fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if let Some(segment) = segment_of(&key).filter(|&s| s >= 0 && value.is_some()) {
+            self.state.segments.insert(segment);
+        }
+        self.overlay.write(key, value);
+    }
+
+    /// Stages a row append: `entry`, valid until `valid_to`, becomes the newest version of the
+    /// row under `key` (a new row when there is none), without reading it.
+    pub(crate) fn append(&mut self, key: Vec<u8>, entry: Entry<'_>, valid_to: i64) {
+        let mut operand = Vec::new();
+        encode_append(entry, valid_to, &mut operand);
+        self.append_encoded(key, operand);
+    }
+
+    /// [`Txn::append`] of an operand made by `encode_append`.
+    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
+        if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
+            self.state.segments.insert(segment);
+        }
+        self.overlay.append_encoded(key, operand);
+    }
+
+    /// Advances observed stream time and drops the segments it expires (Kafka: once per
+    /// accepted write, with the new stream time).
+    pub(crate) fn advance_stream_time(&mut self, timestamp: i64) {
+        if timestamp <= self.state.stream_time {
+            return;
+        }
+        self.state.stream_time = timestamp;
+        self.overlay.note_stream_time_changed();
+        let config = self.state.config;
+        let horizon = timestamp.saturating_sub(config.history_retention_ms());
+        let lowest_live = config.segment_id(horizon);
+        if let Some(lowest_dropped) = self.state.segments.drop_below(lowest_live) {
+            self.overlay.drop_segments(lowest_dropped, lowest_live);
+        }
+    }
+
+    /// The transaction's writes and the accepted writes it logged.
+    pub(crate) fn finish(mut self) -> (Overlay, Option<Log>) {
+        self.note_latest_keys();
+        (std::mem::take(&mut self.overlay), self.log.take())
+    }
+
+    /// Ends a transaction begun with `begin_on`: the write buffer keeps its writes when `ok`
+    /// and rolls them back otherwise. Returns the accepted writes it logged.
+    pub(crate) fn finish_on_buffer(mut self, ok: bool) -> Option<Log> {
+        self.note_latest_keys();
+        self.return_to_buffer(ok);
+        self.log.take()
+    }
+
+    /// Returns the overlay of a transaction begun with `begin_on` to its write buffer:
+    /// committed when `keep`, rolled back otherwise (a no-op once returned).
+    fn return_to_buffer(&mut self, keep: bool) {
+        if let Some(buffer) = self.write_buffer.take() {
+            let mut overlay = std::mem::take(&mut self.overlay);
+            if keep {
+                overlay.commit();
+            } else {
+                overlay.roll_back();
+            }
+            *buffer = overlay;
+        }
+    }
+
+    /// Records the new count of latest-value entries with the writes, when it changed.
+    fn note_latest_keys(&mut self) {
+        if self.state.latest_keys != self.latest_keys_before {
+            self.overlay.note_latest_keys(self.state.latest_keys);
+        }
+    }
+}
+
+impl Drop for Txn<'_> {
+    /// A transaction on a write buffer that ends without `finish` (a panic in the put
+    /// algorithm, which Python sees as an exception) rolls back and gives the buffer back:
+    /// the writes of earlier calls stay.
+    fn drop(&mut self) {
+        self.return_to_buffer(false);
+    }
+}
+
+impl ReadClient for Txn<'_> {
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        self.overlay.read_with(key, &self.reader, visit)
+    }
+
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        if self.overlay.decides(read.key) {
+            return self.read_with(read.key, &mut |bytes| visit(read.lookup(bytes)?));
+        }
+        self.reader.lookup_row(read, visit)
+    }
+
+    fn location(&self) -> String {
+        self.reader.location()
+    }
+}

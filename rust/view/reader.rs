@@ -1,0 +1,100 @@
+//! What a store's reads see: its write buffer, when it keeps one, over the committed state.
+
+use super::stored::Stored;
+use super::{ReadClient, is_latest_key};
+use crate::backend::{Backend, RowRead, Visit, VisitIndexed, VisitRow};
+use crate::error::Result;
+use crate::format::segment_value::merge_appends;
+use crate::latest::LatestCache;
+use crate::overlay::{Overlay, ReadPlan};
+
+/// What a store's reads see: its write buffer (when it keeps one) over the committed state.
+#[derive(Clone, Copy)]
+pub(crate) struct Reader<'a> {
+    pub(crate) stored: Stored<'a>,
+    pub(crate) buffer: Option<&'a Overlay>,
+}
+
+impl<'a> Reader<'a> {
+    /// Reads of `backend` through its latest-value `cache`, under the write `buffer` if any.
+    pub(crate) fn new(
+        backend: &'a dyn Backend,
+        cache: Option<&'a LatestCache>,
+        buffer: Option<&'a Overlay>,
+    ) -> Self {
+        Self {
+            stored: Stored { backend, cache },
+            buffer,
+        }
+    }
+
+    /// Calls `visit(i, value)` for every `keys[i]` (sorted): what the buffer decides, then the
+    /// cache, then one `MultiGet` of the rest. Rows the buffer holds appends for are in that
+    /// `MultiGet` too, their appends applied to what it returns: in a micro-batch most rows
+    /// read have appends from the same batch, and a `Get` each cost more than their merge.
+    pub(crate) fn multi_read(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
+        let mut misses: Vec<usize> = Vec::new();
+        // Per miss: the buffer's appends to apply to the stored row.
+        let mut appends: Vec<Option<&[u8]>> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match self.buffer.map(|b| (b, b.read_plan(key))) {
+                Some((_, ReadPlan::AppendsOnStored(pending))) => {
+                    misses.push(i);
+                    appends.push(Some(pending));
+                    continue;
+                }
+                Some((buffer, ReadPlan::Answered)) => {
+                    buffer.read_with(key, &self.stored, &mut |value| visit(i, value))?;
+                    continue;
+                }
+                Some((_, ReadPlan::Below)) | None => {}
+            }
+            let cached = self
+                .stored
+                .cache
+                .filter(|_| is_latest_key(key))
+                .and_then(|c| c.with(key, |entry| visit(i, entry)));
+            if let Some(result) = cached {
+                result?;
+            } else {
+                misses.push(i);
+                appends.push(None);
+            }
+        }
+        let to_fetch: Vec<&[u8]> = misses.iter().map(|&i| keys[i]).collect();
+        self.stored.backend.multi_get(&to_fetch, &mut |m, value| {
+            if let Some(pending) = appends[m] {
+                return visit(
+                    misses[m],
+                    Some(&merge_appends(value, std::iter::once(pending))),
+                );
+            }
+            if let Some(cache) = self.stored.cache.filter(|_| is_latest_key(to_fetch[m])) {
+                cache.insert(to_fetch[m].to_vec(), value.map(<[u8]>::to_vec));
+            }
+            visit(misses[m], value)
+        })
+    }
+}
+
+impl ReadClient for Reader<'_> {
+    fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
+        match self.buffer {
+            Some(buffer) => buffer.read_with(key, &self.stored, visit),
+            None => self.stored.read_with(key, visit),
+        }
+    }
+
+    fn location(&self) -> String {
+        self.stored.location()
+    }
+
+    fn lookup_row(&self, read: &RowRead<'_>, visit: &mut VisitRow<'_>) -> Result<()> {
+        match self.buffer.filter(|b| b.decides(read.key)) {
+            Some(buffer) => buffer.read_with(read.key, &self.stored, &mut |bytes| {
+                visit(read.lookup(bytes)?)
+            }),
+            None => self.stored.lookup_row(read, visit),
+        }
+    }
+}
