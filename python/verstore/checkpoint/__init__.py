@@ -10,8 +10,18 @@ committed state. ``docs/checkpoint.md`` is the protocol; the modules are its con
 * ``chain``: the version graph of a partition and the rule that picks the winning chain;
 * ``manifest``: snapshot manifests, verified as hostile input;
 * ``local``: the local working copy, its lock and its state file;
+* ``options``: :class:`CheckpointOptions`, snapshot cadence, retention and locking;
+* ``stats``: what an open and a commit did, for metrics;
+* ``reuse``: a local copy reused as it is, or caught up;
+* ``replay``: changelogs applied to a local copy, each checked against its name;
+* ``rebuild``: a local copy made again from the newest usable snapshot;
+* ``download``: a snapshot's files fetched and verified;
+* ``uploads``: upload reuse, the SSTs of the local copy already in the checkpoint;
+* ``snapshot``: incremental snapshots and when one is due;
+* ``post_commit``: what a commit does once it is durable (snapshot, cleanup), best effort;
 * ``store``: :class:`PartitionStore`, open / commit / abort;
 * ``cleanup``: what no retained version needs;
+* ``survey``: an operator's view of a store's lineages and partitions;
 * ``faults``: fault injection points for tests.
 """
 
@@ -19,7 +29,9 @@ from verstore.checkpoint.cleanup import cleanup
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
 from verstore.checkpoint.manifest import Manifest, decode_manifest, file_crc32
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, read_settings
-from verstore.checkpoint.store import CheckpointOptions, CommitStats, OpenStats, PartitionStore
+from verstore.checkpoint.options import CheckpointOptions
+from verstore.checkpoint.stats import CommitStats, OpenStats
+from verstore.checkpoint.store import PartitionStore
 from verstore.location import Location
 
 __all__ = [

@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
 from verstore.checkpoint.manifest import Manifest, read_manifest
+from verstore.checkpoint.options import CheckpointOptions
 from verstore.exceptions import CorruptionError
-
-if TYPE_CHECKING:
-    from verstore.checkpoint.store import CheckpointOptions
 
 log = logging.getLogger("verstore.checkpoint")
 
