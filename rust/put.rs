@@ -25,6 +25,24 @@ use crate::record::{PutOutcome, VersionedRecord};
 use crate::txn::Txn;
 use crate::view::read_map;
 
+/// How a step of the placement ended.
+enum Step {
+    /// The version is placed, valid until this time (`None`: it is the newest version).
+    Placed(Option<i64>),
+    /// It goes below what the step looked at.
+    Below(Newer),
+}
+
+/// What the placement learned of the versions newer than the one it places.
+#[derive(Debug, Clone, Copy, Default)]
+struct Newer {
+    /// The start of the oldest version known to be newer, which the placed version ends at
+    /// (`None`: none is known).
+    next: Option<i64>,
+    /// Whether the row the walk stopped at is a lone tombstone at the version's own time.
+    lone_tombstone_at_ts: bool,
+}
+
 impl Txn<'_> {
     /// Kafka's `put`: grace check, stream-time update, then placement.
     pub(crate) fn put(
@@ -86,16 +104,20 @@ impl Txn<'_> {
     fn place(&mut self, key: &[u8], value: Option<&[u8]>, ts: i64) -> Result<Option<i64>> {
         #[cfg(test)]
         fault::check()?;
-        let config = self.state.config;
-        let latest_key = storage_key(LATEST_SEGMENT, key);
-        let new = Entry {
-            timestamp: ts,
-            value,
+        let newer = match self.place_at_latest(key, value, ts)? {
+            Step::Placed(valid_to) => return Ok(valid_to),
+            Step::Below(newer) => newer,
         };
+        match self.place_in_rows(key, value, ts, newer.next)? {
+            Step::Placed(valid_to) => Ok(valid_to),
+            Step::Below(newer) => self.place_uncovered(key, value, ts, newer),
+        }
+    }
 
-        // Step 1: the latest-value store. A newer version moves the latest value into the row
-        // of its new valid-to's segment as a row append (encoded straight from the read bytes).
-        let mut found: Option<i64> = None;
+    /// Step 1: the latest-value store. A newer version moves the latest value into the row
+    /// of its new valid-to's segment as a row append (encoded straight from the read bytes).
+    fn place_at_latest(&mut self, key: &[u8], value: Option<&[u8]>, ts: i64) -> Result<Step> {
+        let latest_key = storage_key(LATEST_SEGMENT, key);
         let latest = read_map(&*self, &latest_key, |bytes| {
             let Some(bytes) = bytes else {
                 return Ok(None);
@@ -112,79 +134,126 @@ impl Txn<'_> {
             });
             Ok(Some((latest_ts, moved)))
         })?;
-        if let Some((latest_ts, moved)) = latest {
-            if let Some(operand) = moved {
-                self.append_encoded(storage_key(config.segment_id(ts), key), operand);
-                self.set_latest(latest_key, ts, value, true);
-                return Ok(None);
-            }
-            if ts == latest_ts {
-                self.set_latest(latest_key, ts, value, true);
-                if value.is_none() {
-                    // §Q1: record the tombstone instead of just deleting the latest value.
-                    self.end_with_tombstone(key, ts)?;
-                }
-                return Ok(None);
-            }
-            found = Some(latest_ts);
+        let Some((latest_ts, moved)) = latest else {
+            return Ok(Step::Below(Newer::default()));
+        };
+        if let Some(operand) = moved {
+            let segment = self.state.config.segment_id(ts);
+            self.append_encoded(storage_key(segment, key), operand);
+            self.set_latest(latest_key, ts, value, true);
+            return Ok(Step::Placed(None));
         }
+        if ts == latest_ts {
+            self.set_latest(latest_key, ts, value, true);
+            if value.is_none() {
+                // §Q1: record the tombstone instead of just deleting the latest value.
+                self.end_with_tombstone(key, ts)?;
+            }
+            return Ok(Step::Placed(None));
+        }
+        Ok(Step::Below(Newer {
+            next: Some(latest_ts),
+            lone_tombstone_at_ts: false,
+        }))
+    }
 
-        // Step 2: rows newest first, down to the segment of `ts`. Versions older than a known
-        // one at `t` end at or before `t`, so their rows (and an implicit tombstone's) lie in
-        // `segment_id(t)` or below: the walk skips the segments in between.
+    /// Step 2: rows newest first, down to the segment of `ts`, below a version known to start
+    /// at `newer`. Versions older than a known one at `t` end at or before `t`, so their rows
+    /// (and an implicit tombstone's) lie in `segment_id(t)` or below: the walk skips the
+    /// segments in between.
+    fn place_in_rows(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        ts: i64,
+        newer: Option<i64>,
+    ) -> Result<Step> {
+        let config = self.state.config;
         let target = config.segment_id(ts);
-        let mut upper = found.map_or(i64::MAX, |t| config.segment_id(t));
-        let mut ended_at_ts_degenerate = false;
+        let mut found = Newer {
+            next: newer,
+            lone_tombstone_at_ts: false,
+        };
+        let mut upper = newer.map_or(i64::MAX, |t| config.segment_id(t));
         while let Some(segment) = self.state.segments.newest_at_most(upper, target) {
             upper = segment - 1;
             let Some(bytes) = self.row(segment, key)? else {
                 continue;
             };
-            let mut row = self.decode(&bytes, segment, key)?;
+            let row = self.decode(&bytes, segment, key)?;
             if row.next_timestamp() <= ts {
-                ended_at_ts_degenerate = row.is_degenerate() && row.next_timestamp() == ts;
+                found.lone_tombstone_at_ts = row.is_degenerate() && row.next_timestamp() == ts;
                 break;
             }
             if row.min_timestamp() > ts {
-                found = Some(row.min_timestamp());
+                found.next = Some(row.min_timestamp());
                 upper = upper.min(config.segment_id(row.min_timestamp()));
                 continue;
             }
-            // This row covers `ts`.
-            let index = row.find(ts).ok_or_else(|| {
-                self.invariant(segment, key, "row covers a time it has no entry for")
-            })?;
-            let valid_to = row.valid_to(index);
-            let covering = row.entries()[index];
-            if covering.timestamp == ts {
-                row.replace_value(index, value);
-            } else if target == segment {
-                row.insert_before(index, new);
-            } else {
-                // `covering` now ends at `ts`, in an older segment: it moves there and the new
-                // version takes its slot. Only the oldest entry of a row can start before it.
-                if index + 1 != row.entries().len() {
-                    return Err(self.invariant(
-                        segment,
-                        key,
-                        "a version other than the oldest starts in an older segment",
-                    ));
-                }
-                self.append(storage_key(target, key), covering, ts);
-                row.replace_entry(index, new);
-            }
-            self.write_row(segment, key, &row);
-            return Ok(Some(valid_to));
+            let valid_to = self.place_in_covering_row(key, segment, row, value, ts)?;
+            return Ok(Step::Placed(Some(valid_to)));
         }
+        Ok(Step::Below(found))
+    }
 
-        // Step 3: nothing covers `ts`.
-        match (found, value) {
+    /// Step 2 at the row of `segment` that covers `ts`: the version replaces the value at
+    /// `ts`, or splits the version it falls in. Returns its valid-to.
+    fn place_in_covering_row<'a>(
+        &mut self,
+        key: &[u8],
+        segment: i64,
+        mut row: SegmentRow<'a>,
+        value: Option<&'a [u8]>,
+        ts: i64,
+    ) -> Result<i64> {
+        let index = row
+            .find(ts)
+            .ok_or_else(|| self.invariant(segment, key, "row covers a time it has no entry for"))?;
+        let valid_to = row.valid_to(index);
+        let covering = row.entries()[index];
+        let new = Entry {
+            timestamp: ts,
+            value,
+        };
+        let target = self.state.config.segment_id(ts);
+        if covering.timestamp == ts {
+            row.replace_value(index, value);
+        } else if target == segment {
+            row.insert_before(index, new);
+        } else {
+            // `covering` now ends at `ts`, in an older segment: it moves there and the new
+            // version takes its slot. Only the oldest entry of a row can start before it.
+            if index + 1 != row.entries().len() {
+                return Err(self.invariant(
+                    segment,
+                    key,
+                    "a version other than the oldest starts in an older segment",
+                ));
+            }
+            self.append(storage_key(target, key), covering, ts);
+            row.replace_entry(index, new);
+        }
+        self.write_row(segment, key, &row);
+        Ok(valid_to)
+    }
+
+    /// Step 3: no row covers `ts`. The version becomes the newest (a value in the latest-value
+    /// store, a tombstone ending the history) or goes just before the oldest newer version.
+    fn place_uncovered(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        ts: i64,
+        newer: Newer,
+    ) -> Result<Option<i64>> {
+        let target = self.state.config.segment_id(ts);
+        match (newer.next, value) {
             (None, Some(v)) => {
-                if ended_at_ts_degenerate {
+                if newer.lone_tombstone_at_ts {
                     // The lone tombstone at `ts` is replaced by this value.
                     self.write(storage_key(target, key), None);
                 }
-                self.set_latest(latest_key, ts, Some(v), false);
+                self.set_latest(storage_key(LATEST_SEGMENT, key), ts, Some(v), false);
                 Ok(None)
             }
             (None, None) => {
@@ -192,6 +261,10 @@ impl Txn<'_> {
                 Ok(None)
             }
             (Some(next), _) => {
+                let new = Entry {
+                    timestamp: ts,
+                    value,
+                };
                 self.insert_before_newer(key, new, next)?;
                 Ok(Some(next))
             }

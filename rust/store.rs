@@ -210,66 +210,11 @@ impl VersionedStore {
         config: StoreConfig,
         path: Option<PathBuf>,
     ) -> Result<Self> {
-        let stored_format = backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))?;
-        let display_path = path.clone().unwrap_or_default();
-        let incompatible = |found| Error::IncompatibleFormat {
-            path: display_path.clone(),
-            found,
-            oldest: meta::OLDEST_READABLE_FORMAT,
-            supported: meta::FORMAT_VERSION,
-        };
-        match stored_format {
-            None => {
-                if !backend.history_segments()?.is_empty() {
-                    return Err(incompatible(0));
-                }
-                backend.write(&mut initial_metadata(config))?;
-            }
-            Some(bytes) => {
-                let found = meta::decode_format_version(&bytes)?;
-                if !(meta::OLDEST_READABLE_FORMAT..=meta::FORMAT_VERSION).contains(&found) {
-                    return Err(incompatible(found));
-                }
-                let stored = backend
-                    .get(&storage_key(META_SEGMENT, meta::CONFIG_KEY))?
-                    .ok_or_else(|| {
-                        Error::corrupt(backend.location(), "configuration entry is missing")
-                    })?;
-                let (retention, interval) = meta::decode_config(&stored)?;
-                for (setting, stored, requested) in [
-                    (
-                        "history_retention_ms",
-                        retention,
-                        config.history_retention_ms(),
-                    ),
-                    (
-                        "segment_interval_ms",
-                        interval,
-                        config.segment_interval_ms(),
-                    ),
-                ] {
-                    if stored != requested {
-                        return Err(Error::IncompatibleConfig {
-                            path: display_path,
-                            setting,
-                            stored,
-                            requested,
-                        });
-                    }
-                }
-                if found < meta::FORMAT_VERSION {
-                    // Version 2 differs only in never deferring its metadata: the number is
-                    // all there is to upgrade, and an older build then refuses the store.
-                    backend.write(&mut WriteSet {
-                        drop_segments: None,
-                        writes: vec![(
-                            storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                            Write::Put(meta::encode_format_version()),
-                        )],
-                    })?;
-                }
-            }
-        }
+        prepare_metadata(
+            backend.as_mut(),
+            config,
+            path.as_deref().unwrap_or(Path::new("")),
+        )?;
         let state = load_state(backend.as_ref(), config)?;
         Ok(Self {
             backend,
@@ -619,6 +564,70 @@ fn initial_metadata(config: StoreConfig) -> WriteSet {
             ),
         ],
     }
+}
+
+/// Writes a new store's metadata, or checks an existing store's format and configuration
+/// against `config` (and raises an older readable format's number to the current one).
+fn prepare_metadata(backend: &mut dyn Backend, config: StoreConfig, path: &Path) -> Result<()> {
+    let incompatible = |found| Error::IncompatibleFormat {
+        path: path.to_owned(),
+        found,
+        oldest: meta::OLDEST_READABLE_FORMAT,
+        supported: meta::FORMAT_VERSION,
+    };
+    let Some(bytes) = backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))? else {
+        if !backend.history_segments()?.is_empty() {
+            return Err(incompatible(0));
+        }
+        return backend.write(&mut initial_metadata(config));
+    };
+    let found = meta::decode_format_version(&bytes)?;
+    if !(meta::OLDEST_READABLE_FORMAT..=meta::FORMAT_VERSION).contains(&found) {
+        return Err(incompatible(found));
+    }
+    check_config(backend, config, path)?;
+    if found < meta::FORMAT_VERSION {
+        // Version 2 differs only in never deferring its metadata: the number is all there is
+        // to upgrade, and an older build then refuses the store.
+        backend.write(&mut WriteSet {
+            drop_segments: None,
+            writes: vec![(
+                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
+                Write::Put(meta::encode_format_version()),
+            )],
+        })?;
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::IncompatibleConfig`] when the stored settings are not `config`'s.
+fn check_config(backend: &dyn Backend, config: StoreConfig, path: &Path) -> Result<()> {
+    let stored = backend
+        .get(&storage_key(META_SEGMENT, meta::CONFIG_KEY))?
+        .ok_or_else(|| Error::corrupt(backend.location(), "configuration entry is missing"))?;
+    let (retention, interval) = meta::decode_config(&stored)?;
+    for (setting, stored, requested) in [
+        (
+            "history_retention_ms",
+            retention,
+            config.history_retention_ms(),
+        ),
+        (
+            "segment_interval_ms",
+            interval,
+            config.segment_interval_ms(),
+        ),
+    ] {
+        if stored != requested {
+            return Err(Error::IncompatibleConfig {
+                path: path.to_owned(),
+                setting,
+                stored,
+                requested,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {

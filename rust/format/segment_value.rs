@@ -227,37 +227,8 @@ impl<'a> SegmentRow<'a> {
     pub(crate) fn decode(bytes: &'a [u8], location: &dyn Fn() -> String) -> Result<Self> {
         let corrupt = |detail: String| Error::corrupt(location(), detail);
         let (next_timestamp, min_timestamp) = header(bytes, location)?;
-        // Walk the index: (timestamp, size) pairs until the oldest entry.
-        let mut index: Vec<(i64, i32)> = Vec::new();
-        let mut offset = HEADER_LEN;
-        // `None` before the first entry: a newest version may start at `i64::MAX`.
-        let mut previous: Option<i64> = None;
-        loop {
-            let (Some(timestamp), Some(size)) = (
-                super::read_i64(bytes, offset),
-                super::read_i32(bytes, offset + 8),
-            ) else {
-                return Err(corrupt(format!(
-                    "index entry {} at offset {offset} is truncated",
-                    index.len()
-                )));
-            };
-            if previous.is_some_and(|p| timestamp >= p)
-                || timestamp < min_timestamp
-                || size < TOMBSTONE_SIZE
-            {
-                return Err(corrupt(format!(
-                    "index entry {} has timestamp {timestamp} and size {size}",
-                    index.len()
-                )));
-            }
-            index.push((timestamp, size));
-            previous = Some(timestamp);
-            offset += INDEX_ENTRY_LEN;
-            if timestamp == min_timestamp {
-                break;
-            }
-        }
+        let index = read_index(bytes, min_timestamp, &corrupt)?;
+        let mut offset = HEADER_LEN + INDEX_ENTRY_LEN * index.len();
         // Value bytes: oldest first, so assign from the end of the index.
         let mut entries = vec![
             Entry {
@@ -300,6 +271,45 @@ impl<'a> SegmentRow<'a> {
             )));
         }
         Ok(row)
+    }
+}
+
+/// A row's index, newest first: (timestamp, size) pairs from the header on, until the entry at
+/// `min_timestamp`, each checked against the one before it.
+fn read_index(
+    bytes: &[u8],
+    min_timestamp: i64,
+    corrupt: &dyn Fn(String) -> Error,
+) -> Result<Vec<(i64, i32)>> {
+    let mut index: Vec<(i64, i32)> = Vec::new();
+    let mut offset = HEADER_LEN;
+    // `None` before the first entry: a newest version may start at `i64::MAX`.
+    let mut previous: Option<i64> = None;
+    loop {
+        let (Some(timestamp), Some(size)) = (
+            super::read_i64(bytes, offset),
+            super::read_i32(bytes, offset + 8),
+        ) else {
+            return Err(corrupt(format!(
+                "index entry {} at offset {offset} is truncated",
+                index.len()
+            )));
+        };
+        if previous.is_some_and(|p| timestamp >= p)
+            || timestamp < min_timestamp
+            || size < TOMBSTONE_SIZE
+        {
+            return Err(corrupt(format!(
+                "index entry {} has timestamp {timestamp} and size {size}",
+                index.len()
+            )));
+        }
+        index.push((timestamp, size));
+        previous = Some(timestamp);
+        offset += INDEX_ENTRY_LEN;
+        if timestamp == min_timestamp {
+            return Ok(index);
+        }
     }
 }
 
@@ -516,12 +526,66 @@ fn apply_appends<'o>(
         Some(bytes) => Some(scan(bytes, &[], &mut [])?),
         None => None,
     };
-    let mut next = scanned.as_ref().map(|s| s.next_timestamp);
-    let mut degenerate = scanned.as_ref().is_some_and(|s| s.degenerate);
-    let mut keep_base = true;
-    // Appended versions, oldest first: each is newer than everything before it.
-    let mut appended: Vec<Entry<'_>> = Vec::new();
-    let mut appended_len = 0usize;
+    let appended = decode_appends(scanned.as_ref(), operands)?;
+    let next_timestamp = appended.next_timestamp?;
+    let base = base.zip(scanned).filter(|_| appended.keep_base);
+    let min_timestamp = match (&base, appended.entries.first()) {
+        (Some((_, s)), _) => s.min_timestamp,
+        (None, Some(oldest)) => oldest.timestamp,
+        (None, None) => return None,
+    };
+    let mut out = Vec::with_capacity(
+        HEADER_LEN
+            + INDEX_ENTRY_LEN * appended.entries.len()
+            + base.as_ref().map_or(0, |(b, _)| b.len() - HEADER_LEN)
+            + appended.values_len,
+    );
+    out.extend_from_slice(&next_timestamp.to_be_bytes());
+    out.extend_from_slice(&min_timestamp.to_be_bytes());
+    for entry in appended.entries.iter().rev() {
+        out.extend_from_slice(&entry.timestamp.to_be_bytes());
+        let size = match entry.value {
+            Some(v) => i32::try_from(v.len()).unwrap_or(i32::MAX),
+            None => TOMBSTONE_SIZE,
+        };
+        out.extend_from_slice(&size.to_be_bytes());
+    }
+    if let Some((bytes, scanned)) = &base {
+        out.extend_from_slice(bytes.get(HEADER_LEN..scanned.values_start)?);
+        out.extend_from_slice(bytes.get(scanned.values_start..)?);
+    }
+    for entry in &appended.entries {
+        out.extend_from_slice(entry.value.unwrap_or_default());
+    }
+    Some(out)
+}
+
+/// The versions that appends add to a row, and what they do to the row they go on.
+struct Appended<'o> {
+    /// Oldest first: each is newer than everything before it.
+    entries: Vec<Entry<'o>>,
+    /// The bytes of their values.
+    values_len: usize,
+    /// The row's `next_timestamp` afterwards (`None`: no base row and nothing appended).
+    next_timestamp: Option<i64>,
+    /// Whether the base row stays: a lone tombstone is dropped when a version starts at it.
+    keep_base: bool,
+}
+
+/// The versions `operands` append to the row `scanned` describes (`None`: no row), checked to
+/// follow each other; `None` when they do not.
+fn decode_appends<'o>(
+    scanned: Option<&Scanned>,
+    operands: impl Iterator<Item = &'o [u8]>,
+) -> Option<Appended<'o>> {
+    let mut next = scanned.map(|s| s.next_timestamp);
+    let mut degenerate = scanned.is_some_and(|s| s.degenerate);
+    let mut appended = Appended {
+        entries: Vec::new(),
+        values_len: 0,
+        next_timestamp: None,
+        keep_base: true,
+    };
     for operand in operands {
         let mut rest = operand;
         while !rest.is_empty() {
@@ -534,52 +598,23 @@ fn apply_appends<'o>(
                     return None;
                 }
                 if degenerate {
-                    keep_base &= end != entry.timestamp;
+                    appended.keep_base &= end != entry.timestamp;
                 } else if end < entry.timestamp {
-                    appended.push(Entry {
+                    appended.entries.push(Entry {
                         timestamp: end,
                         value: None,
                     });
                 }
             }
-            appended_len += entry.value.map_or(0, <[u8]>::len);
-            appended.push(entry);
+            appended.values_len += entry.value.map_or(0, <[u8]>::len);
+            appended.entries.push(entry);
             next = Some(valid_to);
             degenerate = false;
             rest = tail;
         }
     }
-    let next_timestamp = next?;
-    let base = base.zip(scanned).filter(|_| keep_base);
-    let min_timestamp = match (&base, appended.first()) {
-        (Some((_, s)), _) => s.min_timestamp,
-        (None, Some(oldest)) => oldest.timestamp,
-        (None, None) => return None,
-    };
-    let mut out = Vec::with_capacity(
-        HEADER_LEN
-            + INDEX_ENTRY_LEN * appended.len()
-            + base.as_ref().map_or(0, |(b, _)| b.len() - HEADER_LEN)
-            + appended_len,
-    );
-    out.extend_from_slice(&next_timestamp.to_be_bytes());
-    out.extend_from_slice(&min_timestamp.to_be_bytes());
-    for entry in appended.iter().rev() {
-        out.extend_from_slice(&entry.timestamp.to_be_bytes());
-        let size = match entry.value {
-            Some(v) => i32::try_from(v.len()).unwrap_or(i32::MAX),
-            None => TOMBSTONE_SIZE,
-        };
-        out.extend_from_slice(&size.to_be_bytes());
-    }
-    if let Some((bytes, scanned)) = &base {
-        out.extend_from_slice(bytes.get(HEADER_LEN..scanned.values_start)?);
-        out.extend_from_slice(bytes.get(scanned.values_start..)?);
-    }
-    for entry in &appended {
-        out.extend_from_slice(entry.value.unwrap_or_default());
-    }
-    Some(out)
+    appended.next_timestamp = next;
+    Some(appended)
 }
 
 /// What a row says about one time `t`, found by [`lookup`] without decoding the whole row.

@@ -375,40 +375,6 @@ fn is_null(nulls: Option<&NullBuffer>, i: usize) -> bool {
 
 /// The encoder of `array`, or `None` for a type the encoding does not support.
 fn encoder(array: &dyn Array) -> Option<Box<dyn Encode>> {
-    fn fixed<T>(array: &dyn Array) -> Option<Box<dyn Encode>>
-    where
-        T: ArrowPrimitiveType,
-        T::Native: Ordered,
-    {
-        let array = array.as_primitive_opt::<T>()?;
-        Some(Box::new(FixedEncoder {
-            values: array.values().clone(),
-            nulls: array.nulls().cloned(),
-        }))
-    }
-    fn bytes<O: OffsetSizeTrait>(array: &dyn Array, utf8: bool) -> Option<Box<dyn Encode>> {
-        let (offsets, values, nulls) = if utf8 {
-            let a = array.as_string_opt::<O>()?;
-            (a.offsets().clone(), a.values().clone(), a.nulls().cloned())
-        } else {
-            let a = array.as_binary_opt::<O>()?;
-            (a.offsets().clone(), a.values().clone(), a.nulls().cloned())
-        };
-        Some(Box::new(BytesEncoder {
-            offsets,
-            values,
-            nulls,
-        }))
-    }
-    fn list<O: OffsetSizeTrait>(array: &dyn Array) -> Option<Box<dyn Encode>> {
-        let a = array.as_list_opt::<O>()?;
-        Some(Box::new(ListEncoder {
-            offsets: a.offsets().clone(),
-            elements: encoder(a.values().as_ref())?,
-            nulls: a.nulls().cloned(),
-        }))
-    }
-    use TimeUnit::{Microsecond, Millisecond, Nanosecond, Second};
     match array.data_type() {
         DataType::Null => Some(Box::new(NullEncoder { len: array.len() })),
         DataType::Boolean => {
@@ -418,28 +384,10 @@ fn encoder(array: &dyn Array) -> Option<Box<dyn Encode>> {
                 nulls: a.nulls().cloned(),
             }))
         }
-        DataType::Int8 => fixed::<Int8Type>(array),
-        DataType::Int16 => fixed::<Int16Type>(array),
-        DataType::Int32 => fixed::<Int32Type>(array),
-        DataType::Int64 => fixed::<Int64Type>(array),
-        DataType::Float32 => fixed::<Float32Type>(array),
-        DataType::Float64 => fixed::<Float64Type>(array),
-        DataType::Decimal128(..) => fixed::<Decimal128Type>(array),
-        DataType::Date32 => fixed::<Date32Type>(array),
-        DataType::Timestamp(Second, _) => fixed::<TimestampSecondType>(array),
-        DataType::Timestamp(Millisecond, _) => fixed::<TimestampMillisecondType>(array),
-        DataType::Timestamp(Microsecond, _) => fixed::<TimestampMicrosecondType>(array),
-        DataType::Timestamp(Nanosecond, _) => fixed::<TimestampNanosecondType>(array),
-        DataType::Duration(Second) => fixed::<DurationSecondType>(array),
-        DataType::Duration(Millisecond) => fixed::<DurationMillisecondType>(array),
-        DataType::Duration(Microsecond) => fixed::<DurationMicrosecondType>(array),
-        DataType::Duration(Nanosecond) => fixed::<DurationNanosecondType>(array),
-        DataType::Time64(Microsecond) => fixed::<Time64MicrosecondType>(array),
-        DataType::Time64(Nanosecond) => fixed::<Time64NanosecondType>(array),
-        DataType::Utf8 => bytes::<i32>(array, true),
-        DataType::LargeUtf8 => bytes::<i64>(array, true),
-        DataType::Binary => bytes::<i32>(array, false),
-        DataType::LargeBinary => bytes::<i64>(array, false),
+        DataType::Utf8 => bytes_encoder::<i32>(array, true),
+        DataType::LargeUtf8 => bytes_encoder::<i64>(array, true),
+        DataType::Binary => bytes_encoder::<i32>(array, false),
+        DataType::LargeBinary => bytes_encoder::<i64>(array, false),
         DataType::Struct(_) => {
             let a = array.as_struct_opt()?;
             Some(Box::new(StructEncoder {
@@ -452,8 +400,8 @@ fn encoder(array: &dyn Array) -> Option<Box<dyn Encode>> {
                 len: a.len(),
             }))
         }
-        DataType::List(_) => list::<i32>(array),
-        DataType::LargeList(_) => list::<i64>(array),
+        DataType::List(_) => list_encoder::<i32>(array),
+        DataType::LargeList(_) => list_encoder::<i64>(array),
         DataType::Map(..) => {
             // A map is its entries list.
             let a = array.as_map_opt()?;
@@ -463,8 +411,70 @@ fn encoder(array: &dyn Array) -> Option<Box<dyn Encode>> {
                 nulls: a.nulls().cloned(),
             }))
         }
+        _ => fixed_width_encoder(array),
+    }
+}
+
+/// The encoder of an array of numbers, dates, times or durations (`None`: another type).
+fn fixed_width_encoder(array: &dyn Array) -> Option<Box<dyn Encode>> {
+    use TimeUnit::{Microsecond, Millisecond, Nanosecond, Second};
+    match array.data_type() {
+        DataType::Int8 => fixed_encoder::<Int8Type>(array),
+        DataType::Int16 => fixed_encoder::<Int16Type>(array),
+        DataType::Int32 => fixed_encoder::<Int32Type>(array),
+        DataType::Int64 => fixed_encoder::<Int64Type>(array),
+        DataType::Float32 => fixed_encoder::<Float32Type>(array),
+        DataType::Float64 => fixed_encoder::<Float64Type>(array),
+        DataType::Decimal128(..) => fixed_encoder::<Decimal128Type>(array),
+        DataType::Date32 => fixed_encoder::<Date32Type>(array),
+        DataType::Timestamp(Second, _) => fixed_encoder::<TimestampSecondType>(array),
+        DataType::Timestamp(Millisecond, _) => fixed_encoder::<TimestampMillisecondType>(array),
+        DataType::Timestamp(Microsecond, _) => fixed_encoder::<TimestampMicrosecondType>(array),
+        DataType::Timestamp(Nanosecond, _) => fixed_encoder::<TimestampNanosecondType>(array),
+        DataType::Duration(Second) => fixed_encoder::<DurationSecondType>(array),
+        DataType::Duration(Millisecond) => fixed_encoder::<DurationMillisecondType>(array),
+        DataType::Duration(Microsecond) => fixed_encoder::<DurationMicrosecondType>(array),
+        DataType::Duration(Nanosecond) => fixed_encoder::<DurationNanosecondType>(array),
+        DataType::Time64(Microsecond) => fixed_encoder::<Time64MicrosecondType>(array),
+        DataType::Time64(Nanosecond) => fixed_encoder::<Time64NanosecondType>(array),
         _ => None,
     }
+}
+
+fn fixed_encoder<T>(array: &dyn Array) -> Option<Box<dyn Encode>>
+where
+    T: ArrowPrimitiveType,
+    T::Native: Ordered,
+{
+    let array = array.as_primitive_opt::<T>()?;
+    Some(Box::new(FixedEncoder {
+        values: array.values().clone(),
+        nulls: array.nulls().cloned(),
+    }))
+}
+
+fn bytes_encoder<O: OffsetSizeTrait>(array: &dyn Array, utf8: bool) -> Option<Box<dyn Encode>> {
+    let (offsets, values, nulls) = if utf8 {
+        let a = array.as_string_opt::<O>()?;
+        (a.offsets().clone(), a.values().clone(), a.nulls().cloned())
+    } else {
+        let a = array.as_binary_opt::<O>()?;
+        (a.offsets().clone(), a.values().clone(), a.nulls().cloned())
+    };
+    Some(Box::new(BytesEncoder {
+        offsets,
+        values,
+        nulls,
+    }))
+}
+
+fn list_encoder<O: OffsetSizeTrait>(array: &dyn Array) -> Option<Box<dyn Encode>> {
+    let a = array.as_list_opt::<O>()?;
+    Some(Box::new(ListEncoder {
+        offsets: a.offsets().clone(),
+        elements: encoder(a.values().as_ref())?,
+        nulls: a.nulls().cloned(),
+    }))
 }
 
 struct NullEncoder {
@@ -691,32 +701,6 @@ fn take_escaped<'a>(input: &mut &'a [u8], out: &mut Vec<u8>) -> Result<(), Bad> 
 
 /// The decoder for arrays of `data_type`, or `None` for a type the encoding does not support.
 fn decoder(data_type: &DataType, capacity: usize) -> Option<Box<dyn Decode>> {
-    fn fixed<T: Ordered>(data_type: &DataType, capacity: usize) -> Box<dyn Decode> {
-        Box::new(FixedDecoder::<T> {
-            values: Vec::with_capacity(capacity),
-            nulls: NullBufferBuilder::new(capacity),
-            data_type: data_type.clone(),
-        })
-    }
-    fn bytes<O: OffsetSizeTrait>(data_type: &DataType, capacity: usize) -> Box<dyn Decode> {
-        Box::new(BytesDecoder {
-            slots: Slots::<O>::new(capacity),
-            values: Vec::new(),
-            data_type: data_type.clone(),
-        })
-    }
-    fn list<O: OffsetSizeTrait>(
-        data_type: &DataType,
-        elements: &DataType,
-        capacity: usize,
-    ) -> Option<Box<dyn Decode>> {
-        Some(Box::new(ListDecoder {
-            slots: Slots::<O>::new(capacity),
-            elements: decoder(elements, 0)?,
-            len: 0,
-            data_type: data_type.clone(),
-        }))
-    }
     use TimeUnit::{Microsecond, Nanosecond};
     let leaf: Box<dyn Decode> = match data_type {
         DataType::Null => Box::new(NullDecoder { len: 0 }),
@@ -724,26 +708,28 @@ fn decoder(data_type: &DataType, capacity: usize) -> Option<Box<dyn Decode>> {
             values: BooleanBufferBuilder::new(capacity),
             nulls: NullBufferBuilder::new(capacity),
         }),
-        DataType::Int8 => fixed::<i8>(data_type, capacity),
-        DataType::Int16 => fixed::<i16>(data_type, capacity),
-        DataType::Int32 | DataType::Date32 => fixed::<i32>(data_type, capacity),
+        DataType::Int8 => fixed_decoder::<i8>(data_type, capacity),
+        DataType::Int16 => fixed_decoder::<i16>(data_type, capacity),
+        DataType::Int32 | DataType::Date32 => fixed_decoder::<i32>(data_type, capacity),
         DataType::Int64
         | DataType::Timestamp(..)
         | DataType::Duration(_)
-        | DataType::Time64(Microsecond | Nanosecond) => fixed::<i64>(data_type, capacity),
-        DataType::Decimal128(..) => fixed::<i128>(data_type, capacity),
-        DataType::Float32 => fixed::<f32>(data_type, capacity),
-        DataType::Float64 => fixed::<f64>(data_type, capacity),
-        DataType::Utf8 | DataType::Binary => bytes::<i32>(data_type, capacity),
-        DataType::LargeUtf8 | DataType::LargeBinary => bytes::<i64>(data_type, capacity),
+        | DataType::Time64(Microsecond | Nanosecond) => fixed_decoder::<i64>(data_type, capacity),
+        DataType::Decimal128(..) => fixed_decoder::<i128>(data_type, capacity),
+        DataType::Float32 => fixed_decoder::<f32>(data_type, capacity),
+        DataType::Float64 => fixed_decoder::<f64>(data_type, capacity),
+        DataType::Utf8 | DataType::Binary => bytes_decoder::<i32>(data_type, capacity),
+        DataType::LargeUtf8 | DataType::LargeBinary => bytes_decoder::<i64>(data_type, capacity),
         DataType::Struct(fields) => return struct_decoder(data_type, fields, capacity),
-        DataType::List(item) => return list::<i32>(data_type, item.data_type(), capacity),
-        DataType::LargeList(item) => return list::<i64>(data_type, item.data_type(), capacity),
+        DataType::List(item) => return list_decoder::<i32>(data_type, item.data_type(), capacity),
+        DataType::LargeList(item) => {
+            return list_decoder::<i64>(data_type, item.data_type(), capacity);
+        }
         // A map is its entries list, whose entries are never null.
         DataType::Map(entries, _) => {
             return match entries.data_type() {
                 DataType::Struct(kv) if kv.len() == 2 => {
-                    list::<i32>(data_type, entries.data_type(), capacity)
+                    list_decoder::<i32>(data_type, entries.data_type(), capacity)
                 }
                 _ => None,
             };
@@ -751,6 +737,35 @@ fn decoder(data_type: &DataType, capacity: usize) -> Option<Box<dyn Decode>> {
         _ => return None,
     };
     Some(leaf)
+}
+
+fn fixed_decoder<T: Ordered>(data_type: &DataType, capacity: usize) -> Box<dyn Decode> {
+    Box::new(FixedDecoder::<T> {
+        values: Vec::with_capacity(capacity),
+        nulls: NullBufferBuilder::new(capacity),
+        data_type: data_type.clone(),
+    })
+}
+
+fn bytes_decoder<O: OffsetSizeTrait>(data_type: &DataType, capacity: usize) -> Box<dyn Decode> {
+    Box::new(BytesDecoder {
+        slots: Slots::<O>::new(capacity),
+        values: Vec::new(),
+        data_type: data_type.clone(),
+    })
+}
+
+fn list_decoder<O: OffsetSizeTrait>(
+    data_type: &DataType,
+    elements: &DataType,
+    capacity: usize,
+) -> Option<Box<dyn Decode>> {
+    Some(Box::new(ListDecoder {
+        slots: Slots::<O>::new(capacity),
+        elements: decoder(elements, 0)?,
+        len: 0,
+        data_type: data_type.clone(),
+    }))
 }
 
 fn struct_decoder(

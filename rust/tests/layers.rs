@@ -76,80 +76,84 @@ impl Layers {
 fn strip(source: &str) -> Vec<char> {
     let chars: Vec<char> = source.chars().collect();
     let mut out = chars.clone();
-    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
-        for c in out.iter_mut().take(to.min(chars.len())).skip(from) {
-            if *c != '\n' {
-                *c = ' ';
-            }
-        }
-    };
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut i = 0;
     while i < chars.len() {
-        let next = chars.get(i + 1).copied();
-        let before = i.checked_sub(1).and_then(|p| chars.get(p)).copied();
-        if chars[i] == '/' && next == Some('/') {
-            let end = (i..chars.len())
-                .find(|&j| chars[j] == '\n')
-                .unwrap_or(chars.len());
-            blank(&mut out, i, end);
-            i = end;
-        } else if chars[i] == '/' && next == Some('*') {
-            let (mut depth, mut j) = (1, i + 2);
-            while j < chars.len() && depth > 0 {
-                match (chars[j], chars.get(j + 1)) {
-                    ('/', Some('*')) => (depth, j) = (depth + 1, j + 2),
-                    ('*', Some('/')) => (depth, j) = (depth - 1, j + 2),
-                    _ => j += 1,
+        match literal_end(&chars, i) {
+            Some(end) => {
+                let end = end.min(chars.len());
+                for c in out[i..end].iter_mut().filter(|c| **c != '\n') {
+                    *c = ' ';
                 }
+                i = end;
             }
-            blank(&mut out, i, j);
-            i = j;
-        } else if chars[i] == 'r'
-            && !before.is_some_and(|b| ident(b) && b != 'b')
-            && matches!(next, Some('"' | '#'))
-        {
-            let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
-            if chars.get(i + 1 + hashes) != Some(&'"') {
-                i += 1;
-                continue;
-            }
-            let close: String = std::iter::once('"')
-                .chain("#".repeat(hashes).chars())
-                .collect();
-            let body: String = chars[i + 2 + hashes..].iter().collect();
-            let len = body.find(&close).map_or(body.len(), |at| {
-                body[..at].chars().count() + close.chars().count()
-            });
-            let end = i + 2 + hashes + len;
-            blank(&mut out, i, end);
-            i = end;
-        } else if chars[i] == '"' {
+            None => i += 1,
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Where the comment or literal that starts at `i` ends (`None`: none starts there).
+fn literal_end(chars: &[char], i: usize) -> Option<usize> {
+    let next = chars.get(i + 1).copied();
+    let before = i.checked_sub(1).map(|p| chars[p]);
+    match (chars[i], next) {
+        ('/', Some('/')) => Some(
+            (i..chars.len())
+                .find(|&j| chars[j] == '\n')
+                .unwrap_or(chars.len()),
+        ),
+        ('/', Some('*')) => Some(block_comment_end(chars, i)),
+        ('r', Some('"' | '#')) if !before.is_some_and(|b| is_ident(b) && b != 'b') => {
+            raw_string_end(chars, i)
+        }
+        ('"', _) => {
             let mut j = i + 1;
             while j < chars.len() && chars[j] != '"' {
                 j += if chars[j] == '\\' { 2 } else { 1 };
             }
-            blank(&mut out, i, j + 1);
-            i = j + 1;
-        } else if chars[i] == '\'' && !before.is_some_and(ident) {
-            // A character literal ('a', '\n', '\u{..}'); otherwise a lifetime or label.
-            let end = match next {
-                Some('\\') => (i + 2..chars.len()).find(|&j| chars[j] == '\''),
-                Some(_) if chars.get(i + 2) == Some(&'\'') => Some(i + 2),
-                _ => None,
-            };
-            match end {
-                Some(end) => {
-                    blank(&mut out, i, end + 1);
-                    i = end + 1;
-                }
-                None => i += 1,
-            }
-        } else {
-            i += 1;
+            Some(j + 1)
+        }
+        // A character literal ('a', '\n', '\u{..}'); otherwise a lifetime or a label.
+        ('\'', Some('\\')) if !before.is_some_and(is_ident) => (i + 2..chars.len())
+            .find(|&j| chars[j] == '\'')
+            .map(|j| j + 1),
+        ('\'', Some(_)) if !before.is_some_and(is_ident) && chars.get(i + 2) == Some(&'\'') => {
+            Some(i + 3)
+        }
+        _ => None,
+    }
+}
+
+/// The end of the (nested) block comment that starts at `i`.
+fn block_comment_end(chars: &[char], i: usize) -> usize {
+    let (mut depth, mut j) = (1, i + 2);
+    while j < chars.len() && depth > 0 {
+        match (chars[j], chars.get(j + 1)) {
+            ('/', Some('*')) => (depth, j) = (depth + 1, j + 2),
+            ('*', Some('/')) => (depth, j) = (depth - 1, j + 2),
+            _ => j += 1,
         }
     }
-    out
+    j
+}
+
+/// The end of the raw string (`r"…"`, `r#"…"#`) that starts at `i`, if one does.
+fn raw_string_end(chars: &[char], i: usize) -> Option<usize> {
+    let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
+    if chars.get(i + 1 + hashes) != Some(&'"') {
+        return None;
+    }
+    let body = i + 2 + hashes;
+    let closes = |j: usize| chars[j] == '"' && (1..=hashes).all(|k| chars.get(j + k) == Some(&'#'));
+    Some(
+        (body..chars.len())
+            .find(|&j| closes(j))
+            .map_or(chars.len(), |j| j + 1 + hashes),
+    )
 }
 
 /// The module path of a file relative to `rust/` (`lib.rs`: the crate root).
@@ -197,6 +201,14 @@ impl Tokens<'_> {
             return true;
         }
         false
+    }
+
+    /// Whether `text` comes next (nothing is consumed).
+    fn peek(&mut self, text: &str) -> bool {
+        let save = self.at;
+        let found = self.eat(text);
+        self.at = save;
+        found
     }
 
     fn ident(&mut self) -> Option<String> {
@@ -261,10 +273,11 @@ impl Tokens<'_> {
 /// The paths in `source` (the file `file`) that leave it.
 fn imports(file: &str, source: &str, files: &BTreeSet<String>) -> Vec<Import> {
     let chars = strip(source);
-    let here = module_of(file);
-    // Inline modules (`mod tests { .. }`) open at a brace depth.
-    let mut inline: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0;
+    let mut scope = Scope {
+        file,
+        inline: Vec::new(),
+        depth: 0,
+    };
     let mut found = Vec::new();
     let mut tokens = Tokens {
         chars: &chars,
@@ -272,16 +285,11 @@ fn imports(file: &str, source: &str, files: &BTreeSet<String>) -> Vec<Import> {
     };
     while tokens.at < chars.len() {
         let c = chars[tokens.at];
-        let before = tokens.at.checked_sub(1).map(|p| chars[p]);
-        let starts_word = !before.is_some_and(|b| b.is_alphanumeric() || b == '_' || b == '$');
-        if c == '{' {
-            depth += 1;
-        } else if c == '}' {
-            depth -= 1;
-            if inline.last().is_some_and(|&(_, d)| d == depth) {
-                inline.pop();
-            }
-        }
+        let starts_word = tokens
+            .at
+            .checked_sub(1)
+            .is_none_or(|p| !is_ident(chars[p]) && chars[p] != '$');
+        scope.brace(c);
         if !(starts_word && (c.is_alphabetic() || c == '_')) {
             tokens.at += 1;
             continue;
@@ -289,45 +297,69 @@ fn imports(file: &str, source: &str, files: &BTreeSet<String>) -> Vec<Import> {
         let start = tokens.at;
         let word = tokens.ident().unwrap_or_default();
         if word == "mod" {
-            let name = tokens.ident();
-            let save = tokens.at;
-            if let Some(name) = name.filter(|_| tokens.eat("{")) {
-                tokens.at = save;
-                inline.push((name, depth));
-            }
-            tokens.at = save;
-            continue;
-        }
-        if !matches!(word.as_str(), "crate" | "super" | "self") {
-            continue;
-        }
-        let save = tokens.at;
-        if !tokens.eat("::") {
-            tokens.at = save;
-            continue;
-        }
-        tokens.at = save;
-        let mut paths = Vec::new();
-        tokens.tree(vec![word], &mut paths);
-        let line = chars[..start].iter().filter(|&&c| c == '\n').count() + 1;
-        let mut module: Vec<String> = here.clone();
-        module.extend(inline.iter().map(|(name, _)| name.clone()));
-        for path in paths {
-            let Some(target) = resolve(&module, &path) else {
-                continue;
-            };
-            let to = file_of(files, &target);
-            if to != file {
-                found.push(Import {
-                    from: file.to_owned(),
-                    line,
-                    path: path.join("::"),
-                    to,
-                });
-            }
+            scope.open_inline(&mut tokens);
+        } else if matches!(word.as_str(), "crate" | "super" | "self") && tokens.peek("::") {
+            let mut paths = Vec::new();
+            tokens.tree(vec![word], &mut paths);
+            let line = chars[..start].iter().filter(|&&c| c == '\n').count() + 1;
+            found.extend(scope.resolve_all(paths, line, files));
         }
     }
     found
+}
+
+/// Where the scan of a file stands: its inline modules (`mod tests { .. }`), each with the
+/// brace depth it opened at.
+struct Scope<'f> {
+    file: &'f str,
+    inline: Vec<(String, usize)>,
+    depth: usize,
+}
+
+impl Scope<'_> {
+    fn brace(&mut self, c: char) {
+        if c == '{' {
+            self.depth += 1;
+        } else if c == '}' {
+            self.depth = self.depth.saturating_sub(1);
+            if self.inline.last().is_some_and(|&(_, d)| d == self.depth) {
+                self.inline.pop();
+            }
+        }
+    }
+
+    /// After `mod`: enters the module when it is inline (its brace is left to `brace`).
+    fn open_inline(&mut self, tokens: &mut Tokens<'_>) {
+        let Some(name) = tokens.ident() else {
+            return;
+        };
+        if tokens.peek("{") {
+            self.inline.push((name, self.depth));
+        }
+    }
+
+    /// The imports of `paths`, found at `line`, that land in another file.
+    fn resolve_all(
+        &self,
+        paths: Vec<Vec<String>>,
+        line: usize,
+        files: &BTreeSet<String>,
+    ) -> Vec<Import> {
+        let mut module = module_of(self.file);
+        module.extend(self.inline.iter().map(|(name, _)| name.clone()));
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let to = file_of(files, &resolve(&module, &path)?);
+                (to != self.file).then(|| Import {
+                    from: self.file.to_owned(),
+                    line,
+                    path: path.join("::"),
+                    to,
+                })
+            })
+            .collect()
+    }
 }
 
 /// The crate-absolute module path `path` names from inside `module`.
@@ -360,46 +392,66 @@ fn check(table: &str, sources: &BTreeMap<String, String>) -> Vec<String> {
         Err(e) => return vec![e],
     };
     let files: BTreeSet<String> = sources.keys().cloned().collect();
-    let mut errors = Vec::new();
-    for (entry, _) in &layers.entries {
-        if !files
-            .iter()
-            .any(|f| f == entry || f.starts_with(entry.as_str()) && entry.ends_with('/'))
-        {
-            errors.push(format!("ARCHITECTURE.md: the layer table names `{entry}`, which is no file or directory of rust/"));
-        }
-    }
-    for file in &files {
-        if layers.of(file).is_none() {
-            errors.push(format!(
-                "rust/{file}: not placed in ARCHITECTURE.md's layer table"
-            ));
-        }
-    }
     let all: Vec<Import> = sources
         .iter()
         .flat_map(|(file, source)| imports(file, source, &files))
         .collect();
-    let layer = |file: &str| layers.of(file);
-    // Same-layer edges between files that are not one module, for the cycle check.
-    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for import in &all {
-        let (Some(from), Some(to)) = (layer(&import.from), layer(&import.to)) else {
-            continue;
-        };
-        if to > from {
+    let mut errors = placement_errors(&layers, &files);
+    errors.extend(upward_errors(&layers, &all));
+    errors.extend(cycle_errors(&layers, &all));
+    errors
+}
+
+/// Table entries that name no file, and files that no entry places.
+fn placement_errors(layers: &Layers, files: &BTreeSet<String>) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (entry, _) in &layers.entries {
+        let names =
+            |f: &String| f == entry || (entry.ends_with('/') && f.starts_with(entry.as_str()));
+        if !files.iter().any(names) {
             errors.push(format!(
-                "rust/{}:{}: `{}` goes up from layer {} to layer {} (rust/{})",
-                import.from,
-                import.line,
-                import.path,
-                layers.names[from],
-                layers.names[to],
-                import.to
+                "ARCHITECTURE.md: the layer table names `{entry}`, which is no file or directory of rust/"
             ));
-        } else if to == from && !nested(&import.from, &import.to) {
-            edges.entry(&import.from).or_default().insert(&import.to);
         }
+    }
+    for file in files.iter().filter(|f| layers.of(f).is_none()) {
+        errors.push(format!(
+            "rust/{file}: not placed in ARCHITECTURE.md's layer table"
+        ));
+    }
+    errors
+}
+
+fn upward_errors(layers: &Layers, all: &[Import]) -> Vec<String> {
+    all.iter()
+        .filter_map(|import| {
+            let (from, to) = (layers.of(&import.from)?, layers.of(&import.to)?);
+            (to > from).then(|| {
+                format!(
+                    "rust/{}:{}: `{}` goes up from layer {} to layer {} (rust/{})",
+                    import.from,
+                    import.line,
+                    import.path,
+                    layers.names[from],
+                    layers.names[to],
+                    import.to
+                )
+            })
+        })
+        .collect()
+}
+
+/// Imports within one layer, between files that are not one module, that some chain of such
+/// imports leads back from.
+fn cycle_errors(layers: &Layers, all: &[Import]) -> Vec<String> {
+    let within = |import: &&Import| {
+        layers.of(&import.from).is_some()
+            && layers.of(&import.from) == layers.of(&import.to)
+            && !nested(&import.from, &import.to)
+    };
+    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for import in all.iter().filter(within) {
+        edges.entry(&import.from).or_default().insert(&import.to);
     }
     let reaches = |start: &str, goal: &str| {
         let mut seen = BTreeSet::new();
@@ -414,21 +466,19 @@ fn check(table: &str, sources: &BTreeMap<String, String>) -> Vec<String> {
         }
         false
     };
-    for import in &all {
-        let same = layer(&import.from).is_some() && layer(&import.from) == layer(&import.to);
-        if same && !nested(&import.from, &import.to) && reaches(&import.to, &import.from) {
-            errors.push(format!(
-                "rust/{}:{}: `{}` closes a cycle in layer {}: rust/{} leads back to rust/{}",
-                import.from,
-                import.line,
-                import.path,
-                layer(&import.from).map_or("?", |l| layers.names[l].as_str()),
-                import.to,
-                import.from
-            ));
-        }
-    }
-    errors
+    all.iter()
+        .filter(within)
+        .filter(|import| reaches(&import.to, &import.from))
+        .map(|import| {
+            let layer = layers
+                .of(&import.from)
+                .map_or("?", |l| layers.names[l].as_str());
+            format!(
+                "rust/{}:{}: `{}` closes a cycle in layer {layer}: rust/{} leads back to rust/{}",
+                import.from, import.line, import.path, import.to, import.from
+            )
+        })
+        .collect()
 }
 
 fn read_tree(dir: &Path, root: &Path, out: &mut BTreeMap<String, String>) {
