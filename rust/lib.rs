@@ -41,6 +41,8 @@ pub use format::changelog::{AttemptId, ChangelogHeader, HEADER_LEN as CHANGELOG_
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
 pub use read::{AsOf, RecordColumns, ResultOrder};
 pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};
-pub use scan::{BATCH_BYTES, KeyRange, Scan, schema as scan_schema};
+pub use scan::Scan;
+pub use scan::batches::{BATCH_BYTES, schema as scan_schema};
+pub use scan::key_range::KeyRange;
 pub use stats::StoreStats;
 pub use store::{MAX_VALUE_LEN, VersionedStore};

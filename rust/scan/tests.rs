@@ -10,7 +10,9 @@ use arrow_array::types::Int64Type;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
+use super::batches::schema;
 use super::*;
+use crate::record::VersionedRecord;
 use crate::store::tests::sut::{Backing, Sut};
 use crate::{StoreConfig, VersionedStore};
 

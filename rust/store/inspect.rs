@@ -6,7 +6,8 @@ use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::meta;
 use crate::read::ResultOrder;
-use crate::scan::{self, KeyRange, Kind, Scan};
+use crate::scan::key_range::KeyRange;
+use crate::scan::{self, Kind, Scan};
 use crate::stats::StoreStats;
 
 impl VersionedStore {
