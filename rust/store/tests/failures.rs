@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::harness::config;
 use crate::backend::faults::fail_storage_writes;
-use crate::{Error, RocksOptions, VersionedStore};
+use crate::{Error, RocksOptions, StoreConfig, VersionedStore};
 
 /// Small memtables: the write buffer (a quarter of one) is written often.
 fn without_log() -> RocksOptions {
@@ -55,12 +55,26 @@ fn put_keys(store: &mut VersionedStore, first: u32, count: u32) -> (u32, Option<
     (acknowledged, None)
 }
 
+/// Opens a store in `dir` without a write-ahead log and puts keys `0..count` into it.
+fn filled_without_log(dir: &Path, count: u32) -> VersionedStore {
+    let mut store = VersionedStore::open_with(dir, lasting(), without_log()).expect("open");
+    assert_eq!(put_keys(&mut store, 0, count).0, count);
+    store
+}
+
+fn reopen_without_log(dir: &Path) -> VersionedStore {
+    VersionedStore::open_with(dir, lasting(), without_log()).expect("reopen")
+}
+
+/// Settings under which nothing a test writes expires.
+fn lasting() -> StoreConfig {
+    config(1 << 40, 1 << 30)
+}
+
 #[test]
 fn a_failed_write_buffer_write_leaves_the_store_failed_until_reopened() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config(1 << 40, 1 << 30);
-    let mut store = VersionedStore::open_with(dir.path(), config, without_log()).expect("open");
-    assert_eq!(put_keys(&mut store, 0, 1_000).0, 1_000);
+    let mut store = filled_without_log(dir.path(), 1_000);
     store.flush().expect("flush");
 
     let injected = Injected::after(dir.path(), 0);
@@ -86,7 +100,7 @@ fn a_failed_write_buffer_write_leaves_the_store_failed_until_reopened() {
 
     // Reopened, the store holds what storage holds: the flushed keys, none of the lost ones,
     // and a stream time that counts only those.
-    let store = VersionedStore::open_with(dir.path(), config, without_log()).expect("reopen");
+    let store = reopen_without_log(dir.path());
     assert!(store.get(&key(999)).expect("get").is_some());
     assert_eq!(store.observed_stream_time(), 999);
     assert!(store.get(&key(1_000)).expect("get").is_none());
@@ -96,9 +110,7 @@ fn a_failed_write_buffer_write_leaves_the_store_failed_until_reopened() {
 #[test]
 fn close_without_a_log_reports_a_failed_flush() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config(1 << 40, 1 << 30);
-    let mut store = VersionedStore::open_with(dir.path(), config, without_log()).expect("open");
-    assert_eq!(put_keys(&mut store, 0, 100).0, 100);
+    let store = filled_without_log(dir.path(), 100);
     let injected = Injected::after(dir.path(), 1);
     // The buffer's write succeeds; the flush of the memtable it went to fails.
     let error = store
@@ -111,12 +123,10 @@ fn close_without_a_log_reports_a_failed_flush() {
 #[test]
 fn close_without_a_log_makes_every_acknowledged_write_durable() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config(1 << 40, 1 << 30);
-    let mut store = VersionedStore::open_with(dir.path(), config, without_log()).expect("open");
-    assert_eq!(put_keys(&mut store, 0, 3_000).0, 3_000);
+    let store = filled_without_log(dir.path(), 3_000);
     store.close().expect("close");
     // No write-ahead log: only SST files can hold them now.
-    let store = VersionedStore::open_with(dir.path(), config, without_log()).expect("reopen");
+    let store = reopen_without_log(dir.path());
     assert_eq!(store.stats().expect("stats").latest_keys, 3_000);
     assert!(store.get(&key(2_999)).expect("get").is_some());
 }
@@ -124,7 +134,7 @@ fn close_without_a_log_makes_every_acknowledged_write_durable() {
 #[test]
 fn with_the_log_a_failed_write_fails_only_its_own_call() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config(1 << 40, 1 << 30);
+    let config = lasting();
     let mut store = VersionedStore::open(dir.path(), config).expect("open");
     assert_eq!(put_keys(&mut store, 0, 500).0, 500);
     let injected = Injected::after(dir.path(), 0);
@@ -148,7 +158,7 @@ fn failures_injected_under_one_directory_spare_stores_elsewhere() {
         tempfile::tempdir().expect("tmp"),
         tempfile::tempdir().expect("tmp"),
     );
-    let config = config(1 << 40, 1 << 30);
+    let config = lasting();
     let mut store = VersionedStore::open(spared.path(), config).expect("open");
     let _injected = Injected::after(failing.path(), 0);
     assert_eq!(put_keys(&mut store, 0, 200).0, 200);
