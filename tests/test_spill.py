@@ -22,7 +22,8 @@ from verstore.spark._kernels import whole_runs
 from verstore.spark._runtime import PartitionContext
 from verstore.spark._spill import SORT_KEY, ExternalSorter, RowBuffer, SpillArea
 from verstore.spark.joins import _AsofPartition
-from verstore.spark.tables import _JoinPartition, _LatestPartition
+from verstore.spark.latest import _LatestPartition
+from verstore.spark.table_join import _JoinPartition
 
 UNBOUNDED = 1 << 40
 TINY = 3_000  # bytes: every few rows spill

@@ -308,7 +308,7 @@ def spill_area(tmp_path: Path, seed: int) -> SpillArea:
 
 @pytest.mark.parametrize("emit", ["changes", "latest", "all"])
 def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) -> None:
-    from verstore.spark.tables import _LatestPartition
+    from verstore.spark.latest import _LatestPartition
 
     columns = ["customer", "t", "item", "qty", "change", "previous_item", "previous_qty"]
     schema = updates_schema(False).append(pa.field("__vs_ts", pa.int64()))
@@ -340,7 +340,7 @@ def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) 
 @pytest.mark.parametrize("lookup", ["as_of", "latest"])
 @pytest.mark.parametrize("how", ["inner", "left", "outer"])
 def test_join_partition_function_matches_reference(how: str, lookup: str, tmp_path: Path) -> None:
-    from verstore.spark.tables import _JoinPartition
+    from verstore.spark.table_join import _JoinPartition
 
     left_t = pa.struct([("lt", pa.int64()), ("name", pa.string())])
     right_t = pa.struct([("rt", pa.int64()), ("city", pa.string())])

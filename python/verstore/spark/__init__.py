@@ -16,6 +16,7 @@ from verstore.spark._runtime import (
     partition_stores,
 )
 from verstore.spark.joins import asof_join
+from verstore.spark.latest import latest_by_timestamp
 from verstore.spark.stateful import (
     HISTORY_STATE_SCHEMA,
     GroupHistory,
@@ -23,7 +24,7 @@ from verstore.spark.stateful import (
     load_history,
     save_history,
 )
-from verstore.spark.tables import latest_by_timestamp, versioned_table_join
+from verstore.spark.table_join import versioned_table_join
 
 __all__ = [
     "HISTORY_STATE_SCHEMA",

@@ -144,6 +144,36 @@ def col(name: str) -> Any:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
+def fields_by_name(df: Any) -> dict[str, Any]:
+    """The Spark fields of ``df``'s schema by column name, in the schema's order."""
+    return {f.name: f for f in df.schema.fields}
+
+
+def storable(keys: Sequence[str], time_ms: str) -> Any:
+    """The condition that a row can be stored: no key column null, a time of the epoch or
+    later (the store keeps non-negative times, Kafka drops null keys)."""
+    from pyspark.sql import functions as F
+
+    valid = F.lit(True)
+    for c in keys:
+        valid = valid & col(c).isNotNull()
+    return valid & F.col(time_ms).isNotNull() & (F.col(time_ms) >= 0)
+
+
+def keys_as(
+    columns: Sequence[str], names: Sequence[str], fields: dict[str, Any], types: dict[str, Any]
+) -> list[Any]:
+    """The key ``columns`` (Spark ``fields`` by name) renamed to ``names`` and cast to the
+    type of the same column in ``types`` where they differ: both inputs of a join then shuffle
+    and encode their keys alike."""
+    return [
+        col(c).cast(types[c].dataType).alias(k)
+        if fields[c].dataType != types[c].dataType
+        else col(c).alias(k)
+        for c, k in zip(columns, names, strict=True)
+    ]
+
+
 def epoch_ms(field: Any, arg: str) -> tuple[Any, bool]:
     """``(epoch-ms long column, is_timestamp)`` for a timestamp or integer time column."""
     from pyspark.sql import functions as F

@@ -160,6 +160,56 @@ def session_storage_options(spark: Any) -> dict[str, Any]:
     return options
 
 
+def _micro_batch(prop: Callable[[str], str | None]) -> tuple[str, str]:
+    """The task's micro-batch id and streaming query id, from its local properties."""
+    batch = prop("streaming.sql.batchId")
+    if batch is None and "SparkConnect" in (prop("spark.job.tags") or ""):
+        raise RuntimeError(
+            "verstore.spark: no micro-batch id in a Spark Connect job. Spark Connect runs "
+            "the DataFrame a foreachBatch function receives from a request of its own, "
+            "outside the micro-batch, so a verstore operator cannot be computed there: write "
+            "the query to a streaming sink (toTable, parquet, Kafka...) or build it without "
+            "foreachBatch (docs/spark.md, Spark Connect)"
+        )
+    if batch is None:
+        raise RuntimeError(
+            "verstore.spark: no micro-batch id; verstore's stateful operators run in "
+            "streaming queries only"
+        )
+    query_id = prop("sql.streaming.queryId")
+    if query_id is None:
+        raise RuntimeError(
+            "verstore.spark: no streaming query id; verstore's stateful operators run in "
+            "streaming queries only"
+        )
+    return batch, query_id
+
+
+def _local_dir(prop: Callable[[str], str | None]) -> str:
+    """The configured local directory, else ``verstore`` in Spark's first local directory."""
+    local = prop(LOCAL_DIR)
+    if local is None:
+        dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
+        base = dirs.split(",")[0] if dirs else tempfile.gettempdir()
+        local = os.path.join(base, "verstore")
+    return local
+
+
+def _task_storage_options(
+    prop: Callable[[str], str | None], root: str, credentials: StorageCredentials | None
+) -> dict[str, Any]:
+    """The storage options: the plain ones, the credentials the plan carries, then what the
+    provider returns."""
+    options: dict[str, Any] = json.loads(prop(STORAGE_OPTIONS) or "{}")
+    ref = prop(STORAGE_CREDENTIALS)
+    if ref is not None:
+        options.update(_require_credentials(json.loads(ref), credentials).options)
+    provider = prop(STORAGE_OPTIONS_PROVIDER)
+    if provider is not None:
+        options.update(call_provider(provider, root))
+    return options
+
+
 def _require_credentials(
     wanted: Mapping[str, Any], carried: StorageCredentials | None
 ) -> StorageCredentials:
@@ -353,42 +403,12 @@ class TaskConf:
                 "verstore.spark: no checkpoint location; call "
                 "verstore.spark.configure(spark, checkpoint_root) before starting the query"
             )
-        batch = prop("streaming.sql.batchId")
-        if batch is None and "SparkConnect" in (prop("spark.job.tags") or ""):
-            raise RuntimeError(
-                "verstore.spark: no micro-batch id in a Spark Connect job. Spark Connect runs "
-                "the DataFrame a foreachBatch function receives from a request of its own, "
-                "outside the micro-batch, so a verstore operator cannot be computed there: write "
-                "the query to a streaming sink (toTable, parquet, Kafka...) or build it without "
-                "foreachBatch (docs/spark.md, Spark Connect)"
-            )
-        if batch is None:
-            raise RuntimeError(
-                "verstore.spark: no micro-batch id; verstore's stateful operators run in "
-                "streaming queries only"
-            )
-        query_id = prop("sql.streaming.queryId")
-        if query_id is None:
-            raise RuntimeError(
-                "verstore.spark: no streaming query id; verstore's stateful operators run in "
-                "streaming queries only"
-            )
-        local = prop(LOCAL_DIR)
-        if local is None:
-            dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
-            base = dirs.split(",")[0] if dirs else tempfile.gettempdir()
-            local = os.path.join(base, "verstore")
-        options: dict[str, Any] = json.loads(prop(STORAGE_OPTIONS) or "{}")
-        ref = prop(STORAGE_CREDENTIALS)
-        if ref is not None:
-            options.update(_require_credentials(json.loads(ref), credentials).options)
-        provider = prop(STORAGE_OPTIONS_PROVIDER)
-        if provider is not None:
-            options.update(call_provider(provider, root))
+        batch, query_id = _micro_batch(prop)
+        options = _task_storage_options(prop, root, credentials)
         return TaskConf(
             checkpoint_root=root,
             storage_options=options,
-            local_dir=local,
+            local_dir=_local_dir(prop),
             batch_id=int(batch),
             partition=ctx.partitionId(),
             query_id=query_id,

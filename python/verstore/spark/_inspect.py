@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.layout import CommitRef, PartitionFiles
 from verstore.checkpoint.manifest import read_manifest
 from verstore.checkpoint.survey import find_lineages
 from verstore.location import Location
@@ -41,58 +42,71 @@ def inspect(
     """
     import pyarrow as pa
 
-    from verstore._core import CHANGELOG_HEADER_LEN, read_changelog_header
-
     loc = Location.resolve(checkpoint_root, storage_options)
     rows: list[dict[str, Any]] = []
     for files_of_lineage in find_lineages(loc, store, lineage):
         for p in files_of_lineage.partitions():
-            if partition is not None and p != partition:
-                continue
-            files = files_of_lineage.partition(p)
-            listing = files.listing()
-            graph = Graph(files, listing)
-            chain = set(graph.walk(graph.tip()))
-            for ref, commit in sorted(listing.commits.items()):
-                if version is not None and ref.version != version:
-                    continue
-                head = loc.read_head(commit.path, CHANGELOG_HEADER_LEN)
-                count = read_changelog_header(head, loc.describe(commit.path)).record_count
-                rows.append(
-                    {
-                        "lineage": files_of_lineage.lineage,
-                        "partition": p,
-                        "version": ref.version,
-                        "kind": "changelog",
-                        "bytes": commit.size,
-                        "records": count,
-                        "files": None,
-                        "attempt": ref.attempt.hex(),
-                        "parent_version": commit.parent.version,
-                        "parent_attempt": commit.parent.attempt.hex(),
-                        "winning": ref in chain,
-                    }
-                )
-            for ref, snapshot in sorted(listing.snapshots.items()):
-                if version is not None and ref.version != version:
-                    continue
-                manifest = read_manifest(loc, snapshot.path, ref)
-                rows.append(
-                    {
-                        "lineage": files_of_lineage.lineage,
-                        "partition": p,
-                        "version": ref.version,
-                        "kind": "snapshot",
-                        "bytes": sum(f.size for f in manifest.files),
-                        "records": None,
-                        "files": len(manifest.files),
-                        "attempt": ref.attempt.hex(),
-                        "parent_version": None,
-                        "parent_attempt": None,
-                        "winning": ref in chain,
-                    }
-                )
-    schema = pa.schema(
+            if partition is None or p == partition:
+                rows += _partition_rows(files_of_lineage.partition(p), version)
+    return pa.Table.from_pylist(rows, schema=_schema())
+
+
+def _partition_rows(files: PartitionFiles, version: int | None) -> list[dict[str, Any]]:
+    """The rows of one partition's changelogs, then its snapshots (of ``version`` only)."""
+    from verstore._core import CHANGELOG_HEADER_LEN, read_changelog_header
+
+    loc = files.location
+    listing = files.listing()
+    graph = Graph(files, listing)
+    chain = set(graph.walk(graph.tip()))
+    rows = []
+    for ref, commit in sorted(listing.commits.items()):
+        if version is None or ref.version == version:
+            head = loc.read_head(commit.path, CHANGELOG_HEADER_LEN)
+            count = read_changelog_header(head, loc.describe(commit.path)).record_count
+            rows.append(
+                {
+                    **_row(files, ref, "changelog", ref in chain),
+                    "bytes": commit.size,
+                    "records": count,
+                    "parent_version": commit.parent.version,
+                    "parent_attempt": commit.parent.attempt.hex(),
+                }
+            )
+    for ref, snapshot in sorted(listing.snapshots.items()):
+        if version is None or ref.version == version:
+            manifest = read_manifest(loc, snapshot.path, ref)
+            rows.append(
+                {
+                    **_row(files, ref, "snapshot", ref in chain),
+                    "bytes": sum(f.size for f in manifest.files),
+                    "files": len(manifest.files),
+                }
+            )
+    return rows
+
+
+def _row(files: PartitionFiles, ref: CommitRef, kind: str, winning: bool) -> dict[str, Any]:
+    """A row's columns common to changelogs and snapshots; the others null."""
+    return {
+        "lineage": files.lineage.lineage,
+        "partition": files.partition,
+        "version": ref.version,
+        "kind": kind,
+        "bytes": None,
+        "records": None,
+        "files": None,
+        "attempt": ref.attempt.hex(),
+        "parent_version": None,
+        "parent_attempt": None,
+        "winning": winning,
+    }
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
         [
             ("lineage", pa.string()),
             ("partition", pa.int32()),
@@ -107,4 +121,3 @@ def inspect(
             ("winning", pa.bool_()),
         ]
     )
-    return pa.Table.from_pylist(rows, schema=schema)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from verstore.spark import _args as A
-from verstore.spark import _kernels as K
+from verstore.spark import _args as arguments
+from verstore.spark import _kernels as kernels
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
 from verstore.spark._spill import READ_ROWS, SORT_KEY, ExternalSorter, RowBuffer
 
@@ -132,112 +132,184 @@ def asof_join(
             ``num_partitions``, ``store`` or ``history_retention``.
         TypeError: A time column that is neither a timestamp nor an integer.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    on_cols = A.column_names(on, "on")
-    if not on_cols:
-        raise ValueError("on must name at least one key column")
-    tie_cols = A.column_names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
-    if how not in ("left", "inner"):
-        raise ValueError(f"how must be 'left' or 'inner', got {how!r}")
-    if not isinstance(allow_exact_matches, bool):
-        raise TypeError(f"allow_exact_matches must be a bool, got {allow_exact_matches!r}")
-    A.check_store_name(store)
-    retention_ms = A.parse_duration_ms(history_retention, name="history_retention")
-    tolerance_ms = None if tolerance is None else A.parse_duration_ms(tolerance, name="tolerance")
-
-    s_schema = {f.name: f for f in stream.schema.fields}
-    t_schema = {f.name: f for f in table_updates.schema.fields}
-    A.require_columns(s_schema, [*on_cols, stream_time], "stream")
-    A.require_columns(t_schema, [*on_cols, table_time, *tie_cols], "table_updates")
+    on_cols, tie_cols = _check_asof_arguments(on, tie_breaker, how, allow_exact_matches, store)
+    retention_ms = arguments.parse_duration_ms(history_retention, name="history_retention")
+    tolerance_ms = (
+        None if tolerance is None else arguments.parse_duration_ms(tolerance, name="tolerance")
+    )
+    stream_fields = arguments.fields_by_name(stream)
+    table_fields = arguments.fields_by_name(table_updates)
+    arguments.require_columns(stream_fields, [*on_cols, stream_time], "stream")
+    arguments.require_columns(table_fields, [*on_cols, table_time, *tie_cols], "table_updates")
     if table_values is None:
-        value_cols = [c for c in t_schema if c not in on_cols and c != table_time]
+        value_cols = [c for c in table_fields if c not in on_cols and c != table_time]
     else:
-        value_cols = A.column_names(table_values, "table_values")
-        A.require_columns(t_schema, value_cols, "table_updates")
-    stream_cols = list(s_schema)
-    out_names = [*stream_cols, *value_cols, VALID_FROM, VALID_TO]
-    A.check_unique(out_names, "asof_join")
-
-    s_time_ms, _ = A.epoch_ms(s_schema[stream_time], "stream_time")
-    t_time_ms, time_is_ts = A.epoch_ms(t_schema[table_time], "table_time")
-    n = A.num_partitions(stream, num_partitions)
-
-    keys = [f"__vs_k{i}" for i in range(len(on_cols))]
-    # A stream column that is a key column, or the time column when it already is epoch ms (a
-    # long), is shuffled once: the partition function outputs the key or time column for it.
-    same_as = dict(zip(on_cols, keys, strict=True))
-    if isinstance(s_schema[stream_time].dataType, T.LongType):
-        same_as.setdefault(stream_time, _TIME)
-    s_names = [same_as.get(c, f"__vs_s{i}") for i, c in enumerate(stream_cols)]
-    v_names = [f"__vs_v{i}" for i in range(len(value_cols))]
-    b_names = [f"__vs_b{i}" for i in range(len(tie_cols))]
-    stream_side = stream.select(
-        F.lit(_STREAM).cast("byte").alias(_SIDE),
-        *[A.col(c).alias(k) for c, k in zip(on_cols, keys, strict=True)],
-        s_time_ms.alias(_TIME),
-        *[A.col(c).alias(s) for c, s in zip(stream_cols, s_names, strict=True) if c not in same_as],
+        value_cols = arguments.column_names(table_values, "table_values")
+        arguments.require_columns(table_fields, value_cols, "table_updates")
+    columns = _AsofColumns(on_cols, stream_fields, table_fields, stream_time, value_cols, tie_cols)
+    out_names = columns.out_names()
+    arguments.check_unique(out_names, "asof_join")
+    stream_ms, _ = arguments.epoch_ms(stream_fields[stream_time], "stream_time")
+    table_ms, time_is_timestamp = arguments.epoch_ms(table_fields[table_time], "table_time")
+    partitions = arguments.num_partitions(stream, num_partitions)
+    tagged = columns.stream_side(stream, stream_ms).unionByName(
+        columns.table_side(table_updates, table_ms), allowMissingColumns=True
     )
-    table_side = table_updates.select(
-        F.lit(_TABLE).cast("byte").alias(_SIDE),
-        *[
-            A.col(c).cast(s_schema[c].dataType).alias(k)
-            if t_schema[c].dataType != s_schema[c].dataType
-            else A.col(c).alias(k)
-            for c, k in zip(on_cols, keys, strict=True)
-        ],
-        t_time_ms.alias(_TIME),
-        *[A.col(c).alias(v) for c, v in zip(value_cols, v_names, strict=True)],
-        *[A.col(c).alias(b) for c, b in zip(tie_cols, b_names, strict=True)],
-    )
-    tagged = stream_side.unionByName(table_side, allowMissingColumns=True)
-
-    out_schema = T.StructType(
-        [
-            *[s_schema[c] for c in stream_cols],
-            *[T.StructField(c, t_schema[c].dataType, True) for c in value_cols],
-            T.StructField(VALID_FROM, T.LongType(), True),
-            T.StructField(VALID_TO, T.LongType(), True),
-        ]
-    )
-    stored_fields = [t_schema[c] for c in [*value_cols, *tie_cols]]
-    layout = A.column_layout(
-        A.arrow_schema([s_schema[c] for c in on_cols]), A.arrow_schema(stored_fields)
-    )
-    stored_schema = A.arrow_schema(stored_fields, [*v_names, *b_names])
+    layout = columns.layout()
     fn = _AsofPartition(
         store=store,
-        keys=keys,
-        stream_cols=s_names,
-        values=v_names,
-        tie_breakers=b_names,
+        keys=columns.keys,
+        stream_cols=columns.stream_names(),
+        values=columns.value_names(),
+        tie_breakers=columns.tie_breaker_names(),
         out_names=out_names,
         inner=how == "inner",
-        stored_schema=stored_schema,
+        stored_schema=columns.stored_schema(),
         tolerance_ms=tolerance_ms,
         strict=not allow_exact_matches,
     )
     joined = map_partitions_with_stores(
         tagged,
-        keys=keys,
-        num_partitions=n,
+        keys=columns.keys,
+        num_partitions=partitions,
         stores={store: StoreSpec(history_retention_ms=retention_ms, columns=layout)},
         fn=fn,
-        schema=out_schema,
+        schema=columns.out_schema(),
     )
-    if not time_is_ts:
-        return joined
+    return _valid_times_as_timestamps(joined, out_names) if time_is_timestamp else joined
+
+
+def _check_asof_arguments(
+    on: str | Sequence[str],
+    tie_breaker: str | Sequence[str] | None,
+    how: str,
+    allow_exact_matches: bool,
+    store: str,
+) -> tuple[list[str], list[str]]:
+    """The key and tie-breaker columns, once the other arguments are known to be good."""
+    on_cols = arguments.column_names(on, "on")
+    if not on_cols:
+        raise ValueError("on must name at least one key column")
+    tie_cols = arguments.column_names(tie_breaker, "tie_breaker") if tie_breaker is not None else []
+    if how not in ("left", "inner"):
+        raise ValueError(f"how must be 'left' or 'inner', got {how!r}")
+    if not isinstance(allow_exact_matches, bool):
+        raise TypeError(f"allow_exact_matches must be a bool, got {allow_exact_matches!r}")
+    arguments.check_store_name(store)
+    return on_cols, tie_cols
+
+
+def _valid_times_as_timestamps(joined: Any, out_names: list[str]) -> Any:
+    """The join with ``table_valid_from`` / ``table_valid_to`` as timestamps (the table's time
+    column is one), not epoch ms."""
+    from pyspark.sql import functions as F
+
     return joined.select(
-        *[A.col(c) for c in out_names[:-2]],
-        F.timestamp_millis(A.col(VALID_FROM)).alias(VALID_FROM),
-        F.timestamp_millis(A.col(VALID_TO)).alias(VALID_TO),
+        *[arguments.col(c) for c in out_names[:-2]],
+        F.timestamp_millis(arguments.col(VALID_FROM)).alias(VALID_FROM),
+        F.timestamp_millis(arguments.col(VALID_TO)).alias(VALID_TO),
     )
+
+
+@dataclass(frozen=True)
+class _AsofColumns:
+    """The columns of an as-of join: the inputs' (Spark fields by name), the names they have
+    between the shuffle and the partition function, and the output's."""
+
+    on: list[str]
+    stream: dict[str, Any]
+    table: dict[str, Any]
+    stream_time: str
+    values: list[str]
+    tie_breakers: list[str]
+
+    @property
+    def keys(self) -> list[str]:
+        return [f"__vs_k{i}" for i in range(len(self.on))]
+
+    def shared(self) -> dict[str, str]:
+        """A stream column that is a key column, or the time column when it already is epoch
+        ms (a long), is shuffled once: the partition function outputs the key or time column
+        for it. Stream column -> the column shuffled for it."""
+        from pyspark.sql import types as T
+
+        same_as = dict(zip(self.on, self.keys, strict=True))
+        if isinstance(self.stream[self.stream_time].dataType, T.LongType):
+            same_as.setdefault(self.stream_time, _TIME)
+        return same_as
+
+    def stream_names(self) -> list[str]:
+        shared = self.shared()
+        return [shared.get(c, f"__vs_s{i}") for i, c in enumerate(self.stream)]
+
+    def value_names(self) -> list[str]:
+        return [f"__vs_v{i}" for i in range(len(self.values))]
+
+    def tie_breaker_names(self) -> list[str]:
+        return [f"__vs_b{i}" for i in range(len(self.tie_breakers))]
+
+    def out_names(self) -> list[str]:
+        return [*self.stream, *self.values, VALID_FROM, VALID_TO]
+
+    def stream_side(self, stream: Any, time_ms: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        shared = self.shared()
+        return stream.select(
+            F.lit(_STREAM).cast("byte").alias(_SIDE),
+            *[arguments.col(c).alias(k) for c, k in zip(self.on, self.keys, strict=True)],
+            time_ms.alias(_TIME),
+            *[
+                arguments.col(c).alias(name)
+                for c, name in zip(self.stream, self.stream_names(), strict=True)
+                if c not in shared
+            ],
+        )
+
+    def table_side(self, table_updates: Any, time_ms: Any) -> Any:
+        """The table's rows, keys cast to the stream's key types."""
+        from pyspark.sql import functions as F
+
+        stored = zip([*self.values, *self.tie_breakers], self.stored_names(), strict=True)
+        return table_updates.select(
+            F.lit(_TABLE).cast("byte").alias(_SIDE),
+            *arguments.keys_as(self.on, self.keys, self.table, self.stream),
+            time_ms.alias(_TIME),
+            *[arguments.col(c).alias(name) for c, name in stored],
+        )
+
+    def stored_names(self) -> list[str]:
+        return [*self.value_names(), *self.tie_breaker_names()]
+
+    def out_schema(self) -> Any:
+        from pyspark.sql import types as T
+
+        return T.StructType(
+            [
+                *self.stream.values(),
+                *[T.StructField(c, self.table[c].dataType, True) for c in self.values],
+                T.StructField(VALID_FROM, T.LongType(), True),
+                T.StructField(VALID_TO, T.LongType(), True),
+            ]
+        )
+
+    def layout(self) -> Any:
+        """The store's recorded layout: the stream's key types, the stored table columns."""
+        stored = [self.table[c] for c in [*self.values, *self.tie_breakers]]
+        return arguments.column_layout(
+            arguments.arrow_schema([self.stream[c] for c in self.on]),
+            arguments.arrow_schema(stored),
+        )
+
+    def stored_schema(self) -> Any:
+        """The Arrow schema of the stored columns (values, then tie-breakers), renamed."""
+        stored = [self.table[c] for c in [*self.values, *self.tie_breakers]]
+        return arguments.arrow_schema(stored, self.stored_names())
 
 
 # Columns of the compact update rows the sort holds: encoded key, time, encoded stored value,
 # encoded tie-breakers (a fraction of the input's size for wide tables).
-_K, _T, _V, _B = "k", "t", "v", "b"
+_ROW_KEY, _ROW_TIME, _ROW_VALUE, _ROW_TIE_BREAKER = "k", "t", "v", "b"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,7 +345,7 @@ class _AsofPartition:
             stream_rows = batch.filter(pc.equal(side, _STREAM))
             if stream_rows.num_rows:
                 lookups.add(stream_rows.select(self._lookup_columns()))
-        for chunk in K.whole_runs(updates.chunks(), [_T, _K]):
+        for chunk in kernels.whole_runs(updates.chunks(), [_ROW_TIME, _ROW_KEY]):
             ctx.metrics.expired(self._apply(store, chunk))
         # Whole chunks per get_batch: the store reads each distinct key once per call.
         for rows in lookups.chunks(self.lookup_rows):
@@ -293,16 +365,18 @@ class _AsofPartition:
         import pyarrow.compute as pc
 
         time = updates.column(_TIME)
-        ok = pc.and_(K.all_valid(updates, [*self.keys, _TIME]), pc.greater_equal(time, 0))
+        ok = pc.and_(kernels.all_valid(updates, [*self.keys, _TIME]), pc.greater_equal(time, 0))
         updates = updates.filter(pc.fill_null(ok, False))
         columns = {
-            SORT_KEY: K.encode(updates, [_TIME, *self.keys, *self.tie_breakers, *self.values]),
-            _K: K.encode(updates, self.keys),
-            _T: updates.column(_TIME),
-            _V: K.encode(updates, self._stored_columns()),
+            SORT_KEY: kernels.encode(
+                updates, [_TIME, *self.keys, *self.tie_breakers, *self.values]
+            ),
+            _ROW_KEY: kernels.encode(updates, self.keys),
+            _ROW_TIME: updates.column(_TIME),
+            _ROW_VALUE: kernels.encode(updates, self._stored_columns()),
         }
         if self.tie_breakers:
-            columns[_B] = K.encode(updates, self.tie_breakers)
+            columns[_ROW_TIE_BREAKER] = kernels.encode(updates, self.tie_breakers)
         return pa.RecordBatch.from_pydict(columns)
 
     def _apply(self, store: Any, chunk: Any) -> Any:
@@ -311,28 +385,30 @@ class _AsofPartition:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        k, t = chunk.column(_K), chunk.column(_T)
-        winners = chunk.filter(pa.array(K.run_ends(K.run_starts([t, k]))))
+        k, t = chunk.column(_ROW_KEY), chunk.column(_ROW_TIME)
+        winners = chunk.filter(pa.array(kernels.run_ends(kernels.run_starts([t, k]))))
         if self.tie_breakers:
             # an update loses to a stored version at the same time with a larger tie-breaker
-            k, t = winners.column(_K), winners.column(_T)
+            k, t = winners.column(_ROW_KEY), winners.column(_ROW_TIME)
             existing = store.get_batch(k, as_of=t)
-            stored = K.decode(existing.column("value"), self.stored_schema)
-            stored_b = K.encode(stored, self.tie_breakers)
+            stored = kernels.decode(existing.column("value"), self.stored_schema)
+            stored_b = kernels.encode(stored, self.tie_breakers)
             same_slot = pc.fill_null(pc.equal(existing.column("timestamp"), t), False)
-            beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_B)))
+            beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_ROW_TIE_BREAKER)))
             winners = winners.filter(pc.invert(pc.fill_null(beaten, False)))
-        return store.put_batch(winners.column(_K), winners.column(_V), winners.column(_T))
+        return store.put_batch(
+            winners.column(_ROW_KEY), winners.column(_ROW_VALUE), winners.column(_ROW_TIME)
+        )
 
     def _lookup(self, store: Any, rows: Any) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        ok = pc.fill_null(K.all_valid(rows, [*self.keys, _TIME]), False)
+        ok = pc.fill_null(kernels.all_valid(rows, [*self.keys, _TIME]), False)
         time = rows.column(_TIME)
         as_of = pc.subtract(time, 1) if self.strict else time
         ok = pc.and_(ok, pc.fill_null(pc.greater_equal(as_of, 0), False))
-        found = store.get_batch(K.encode(rows, self.keys), as_of=pc.if_else(ok, as_of, 0))
+        found = store.get_batch(kernels.encode(rows, self.keys), as_of=pc.if_else(ok, as_of, 0))
         if self.tolerance_ms is not None:
             fresh = pc.less_equal(pc.subtract(time, found.column("timestamp")), self.tolerance_ms)
             ok = pc.and_(ok, pc.fill_null(fresh, False))
@@ -341,7 +417,7 @@ class _AsofPartition:
         valid_to = pc.if_else(ok, found.column("valid_to"), pa.scalar(None, pa.int64()))
         columns = [rows.column(c) for c in self.stream_cols]
         if self.values:
-            decoded = K.decode(value, self.stored_schema)
+            decoded = kernels.decode(value, self.stored_schema)
             columns += [decoded.column(c) for c in self.values]
         out = pa.RecordBatch.from_arrays([*columns, valid_from, valid_to], names=self.out_names)
         if self.inner:
