@@ -29,7 +29,7 @@ from typing import Any
 
 from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.layout import CommitRef, PartitionFiles
+from verstore.checkpoint.layout import CommitRef, Listing, PartitionFiles
 from verstore.checkpoint.manifest import Manifest, read_manifest
 from verstore.checkpoint.options import CheckpointOptions
 from verstore.exceptions import CorruptionError
@@ -62,49 +62,11 @@ def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
     for info in listing.temporaries:
         if old_enough(info):
             delete(info.path)
-    tip = graph.tip()
-    lowest = tip.version - options.min_versions_to_retain + 1
+    lowest = graph.tip().version - options.min_versions_to_retain + 1
     if lowest <= 0:
         return deleted
-
-    manifests: dict[CommitRef, Manifest | None] = {}
-    unreadable = False
-
-    def manifest(ref: CommitRef) -> Manifest | None:
-        nonlocal unreadable
-        if ref not in manifests:
-            path = listing.snapshots[ref].path
-            try:
-                manifests[ref] = read_manifest(loc, path, ref)
-            except CorruptionError as e:
-                log.warning("cleanup: %s", e)
-                manifests[ref] = None
-            except OSError as e:
-                log.warning("cleanup: cannot read %s: %s", loc.describe(path), e)
-                manifests[ref] = None
-                unreadable = True
-        return manifests[ref]
-
-    # One listing of the uploads answers both "does every file of this manifest exist" and
-    # "which uploads does no kept manifest reference".
-    uploads = {f"SSTs/{info.base_name}": info for info in files.uploaded_files()}
-
-    def usable(ref: CommitRef) -> bool:
-        found = manifest(ref)
-        if found is None:
-            return False
-        for f in found.files:
-            info = uploads.get(f.durable)
-            if info is None or info.size != f.size:
-                log.warning(
-                    "cleanup: snapshot %s is no base: %s is missing or of another size",
-                    loc.describe(listing.snapshots[ref].path),
-                    loc.describe(files.durable(f.durable)),
-                )
-                return False
-        return True
-
-    keep_commits, keep_snapshots = graph.needed(lowest, usable)
+    manifests = _Manifests(files, listing)
+    keep_commits, keep_snapshots = graph.needed(lowest, manifests.usable)
     for ref, commit in listing.commits.items():
         if ref.version < lowest and ref not in keep_commits:
             delete(commit.path)
@@ -113,14 +75,60 @@ def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
         if ref.version < lowest and ref not in keep_snapshots:
             delete(snapshot.path)
         else:
-            kept_manifests.append(manifest(ref))
-    if unreadable:
+            kept_manifests.append(manifests.get(ref))
+    if manifests.unreadable:
         return deleted
     referenced = {f.durable for m in kept_manifests if m is not None for f in m.files}
-    for durable, info in uploads.items():
+    for durable, info in manifests.uploads.items():
         if durable not in referenced and old_enough(info):
             delete(info.path)
     return deleted
+
+
+class _Manifests:
+    """The partition's snapshot manifests, each read once, and which are usable bases."""
+
+    def __init__(self, files: PartitionFiles, listing: Listing) -> None:
+        self.files, self.listing = files, listing
+        self.read: dict[CommitRef, Manifest | None] = {}
+        #: A manifest could not be read (a storage error): what it references is unknown.
+        self.unreadable = False
+        # One listing of the uploads answers both "does every file of this manifest exist" and
+        # "which uploads does no kept manifest reference".
+        self.uploads = {f"SSTs/{info.base_name}": info for info in files.uploaded_files()}
+
+    def get(self, ref: CommitRef) -> Manifest | None:
+        """Snapshot ``ref``'s manifest; None when it does not verify or cannot be read."""
+        if ref not in self.read:
+            loc = self.files.location
+            path = self.listing.snapshots[ref].path
+            try:
+                self.read[ref] = read_manifest(loc, path, ref)
+            except CorruptionError as e:
+                log.warning("cleanup: %s", e)
+                self.read[ref] = None
+            except OSError as e:
+                log.warning("cleanup: cannot read %s: %s", loc.describe(path), e)
+                self.read[ref] = None
+                self.unreadable = True
+        return self.read[ref]
+
+    def usable(self, ref: CommitRef) -> bool:
+        """Whether snapshot ``ref`` can be a rebuild's base: its manifest verifies and every
+        file it names is uploaded, of the size it says."""
+        found = self.get(ref)
+        if found is None:
+            return False
+        for f in found.files:
+            info = self.uploads.get(f.durable)
+            if info is None or info.size != f.size:
+                log.warning(
+                    "cleanup: snapshot %s is no base: %s is missing or of another size",
+                    self.files.location.describe(self.listing.snapshots[ref].path),
+                    self.files.location.describe(self.files.durable(f.durable)),
+                )
+                return False
+        return True
 
 
 __all__ = ["cleanup"]
