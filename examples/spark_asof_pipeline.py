@@ -346,15 +346,18 @@ class Run:
             flush=True,
         )
         # The store's metrics of this batch, summed over its partitions (see docs/spark.md).
-        m = progress.observedMetrics.get(f"verstore.{STORE}")
+        from verstore.spark import progress_metrics
+
+        m = progress_metrics(progress, f"verstore.{STORE}")
         if m is not None:
             print(
-                f"  store: {m.rows_put:,} rows put, {m.rows_expired:,} too late, "
-                f"{m.latest_keys:,} keys, {m.history_rows:,} history rows, "
-                f"{m.live_segments} segments, {m.disk_bytes / 1e6:.1f} MB on disk; "
-                f"changelogs {m.changelog_bytes / 1e3:.0f} kB, "
-                f"snapshots {m.snapshot_bytes / 1e6:.2f} MB; partitions reused {m.reused} / "
-                f"caught up {m.caught_up} / rebuilt {m.rebuilt} ({m.rebuild_ms} ms)",
+                f"  store: {m['rows_put']:,} rows put, {m['rows_expired']:,} too late, "
+                f"{m['latest_keys']:,} keys, {m['history_rows']:,} history rows, "
+                f"{m['live_segments']} segments, {m['disk_bytes'] / 1e6:.1f} MB on disk; "
+                f"changelogs {m['changelog_bytes'] / 1e3:.0f} kB, "
+                f"snapshots {m['snapshot_bytes'] / 1e6:.2f} MB; partitions reused "
+                f"{m['reused']} / caught up {m['caught_up']} / rebuilt {m['rebuilt']} "
+                f"({m['rebuild_ms']} ms)",
                 flush=True,
             )
 

@@ -47,7 +47,11 @@ def test_metrics_are_in_the_progress_and_partition_metrics_says_where(
     assert all(m and m["partitions"] == 2 and m["latest_keys"] > 0 for m in metrics.values())
     handled = sum(m["rows_put"] + m["rows_expired"] for m in metrics.values() if m)
     assert 0 < handled <= sum(len(b.table) for b in batches)
-    with pytest.raises(RuntimeError, match=r"Spark Connect.*observedMetrics\['verstore.asof'\]"):
+    for p in query.recentProgress:  # per partition too, from the progress
+        tasks = verstore.spark.progress_metrics(p, "verstore.asof", by_partition=True)
+        assert [t["partition"] for t in tasks] == [0, 1]
+        assert sum(t["rows_put"] for t in tasks) == metrics[p.batchId]["rows_put"]
+    with pytest.raises(RuntimeError, match=r"Spark Connect.*by_partition=True"):
         verstore.spark.partition_metrics("verstore.asof")
 
 

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import verstore.spark
+from verstore.spark import TaskMetrics
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)
@@ -39,10 +42,11 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
     second = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
 
     progress = {p.batchId: p for q in (first, second) for p in q.recentProgress}
-    metrics = {b: p.observedMetrics["verstore.asof"] for b, p in progress.items()}
+    metrics = {
+        b: SimpleNamespace(**verstore.spark.progress_metrics(p, "verstore.asof"))
+        for b, p in progress.items()
+    }
     assert sorted(metrics) == [0, 1, 2, 3]
-    for b, p in progress.items():
-        assert verstore.spark.progress_metrics(p, "verstore.asof") == metrics[b].asDict()
     files = verstore.spark.inspect(str(root), "asof").to_pylist()
     for b, m in metrics.items():
         changelogs = [f for f in files if f["kind"] == "changelog" and f["version"] == b + 1]
@@ -57,15 +61,38 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
     assert opened == {0: (0, 0, 0), 1: (2, 0, 0), 2: (0, 0, 2), 3: (2, 0, 0)}
     assert metrics[2].rebuild_ms > 0
 
+    # The progress's per-partition rows are the driver's partition_metrics rows.
     per_partition = verstore.spark.partition_metrics("verstore.asof").to_pylist()
     mine = [r for r in per_partition if r["batch_id"] in metrics][-8:]
     assert sorted((r["batch_id"], r["partition"]) for r in mine) == [
         (b, p) for b in range(4) for p in (0, 1)
     ]
-    for b, m in metrics.items():
-        rows = [r for r in mine if r["batch_id"] == b]
-        assert sum(r["rows_put"] for r in rows) == m.rows_put
-        assert sum(r["latest_keys"] for r in rows) == m.latest_keys
+    for b, p in progress.items():
+        tasks = verstore.spark.progress_metrics(p, "verstore.asof", by_partition=True)
+        rows = sorted((r for r in mine if r["batch_id"] == b), key=lambda r: r["partition"])
+        driver = [{k: v for k, v in r.items() if k not in ("name", "batch_id")} for r in rows]
+        assert tasks == driver
+
+
+def test_the_progress_holds_one_observed_list_per_store(spark: Any, tmp_path: Path) -> None:
+    """``observe`` costs a fixed price per aggregate in every task and micro-batch: verstore
+    observes one list of task rows, not a sum per metric (BENCHMARKS.md, progress metrics)."""
+    verstore.spark.configure(spark, str(tmp_path / "verstore"), local_dir=str(tmp_path / "l"))
+    batches = generate(97, batches=1)
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+    query = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
+    (progress,) = query.recentProgress
+    row = progress.observedMetrics["verstore.asof"].asDict()
+    assert list(row) == ["tasks"]
+    tasks = [json.loads(t) for t in row["tasks"]]
+    assert sorted(t["partition"] for t in tasks) == [0, 1]
+    assert all(set(t) == {"partition", *TaskMetrics().as_dict()} for t in tasks)
+    # The progress as JSON (what a listener forwards) reads the same.
+    as_json = json.loads(progress.json)
+    assert verstore.spark.progress_metrics(
+        as_json, "verstore.asof"
+    ) == verstore.spark.progress_metrics(progress, "verstore.asof")
 
 
 def test_progress_metrics_off_leaves_the_progress_and_keeps_partition_metrics(

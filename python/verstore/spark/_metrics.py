@@ -6,11 +6,12 @@ store's size (latest keys, history rows, live segments, bytes on disk), what the
 the checkpoint, and how long that took). Two ways out, both without reading logs:
 
 * **Observed metrics in the query progress.** The task appends one extra row, after its
-  output, that carries only a hidden ``__vs_metrics`` column (the metrics as a JSON object);
-  ``observe`` sums them per micro-batch into
-  ``query.lastProgress.observedMetrics["verstore.<store>"]`` and the row is filtered out before
-  anything downstream sees it. This is Spark's own per-batch channel, so it works with
-  ``mapInArrow`` and with every sink. The column is a string because every output row carries
+  output, that carries only a hidden ``__vs_metrics`` column (its partition and metrics as a
+  JSON object); ``observe`` lists them per micro-batch in
+  ``query.lastProgress.observedMetrics["verstore.<store>"].tasks`` and the row is filtered out
+  before anything downstream sees it; :func:`progress_metrics` sums them, or gives them per
+  partition. This is Spark's own per-batch channel, so it works with ``mapInArrow``, with
+  every sink and on Spark Connect. The column is a string because every output row carries
   it, null: a null string costs an offset per row, where a struct of 15 longs cost 15 zeroed
   longs per row to build, send and read (measured: the join ran 8% faster at 600 000 rows per
   micro-batch with the string).
@@ -31,6 +32,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 METRICS = "__vs_metrics"
+#: The observed metric: the list of the micro-batch's task rows (JSON objects).
+TASKS = "tasks"
 #: How many task rows :func:`partition_metrics` keeps (the newest).
 KEEP_ROWS = 10_000
 
@@ -139,46 +142,72 @@ def with_null_metrics(batch: Any) -> Any:
     return batch.append_column(METRICS, pa.nulls(batch.num_rows, arrow_type()))
 
 
-def metrics_row(schema: Any, metrics: TaskMetrics) -> Any:
+def metrics_row(schema: Any, partition: int, metrics: TaskMetrics) -> Any:
     """The extra row that carries a task's metrics (every output column null)."""
     import pyarrow as pa
 
-    values = pa.array([json.dumps(metrics.as_dict())], arrow_type())
+    values = pa.array([json.dumps({"partition": partition, **metrics.as_dict()})], arrow_type())
     return pa.RecordBatch.from_arrays(
         [*(pa.nulls(1, f.type) for f in schema), values], names=[*schema.names, METRICS]
     )
 
 
 def observed(df: Any, name: str) -> Any:
-    """``df`` with its tasks' metrics summed into the query progress under ``name`` and the
-    metrics rows removed."""
+    """``df`` with its tasks' metrics in the query progress under ``name`` and the metrics rows
+    removed.
+
+    One ``collect_list`` of the tasks' JSON, not one ``sum`` per metric: ``observe`` costs a
+    fixed price per aggregate in every task and every micro-batch (generated code, planning),
+    which 15 sums made about 9% of ``asof_join``'s throughput at 60 000 rows per micro-batch
+    (BENCHMARKS.md); one list of a column that is null on every data row costs a null check
+    per row. :func:`progress_metrics` sums the list.
+    """
     from pyspark.sql import functions as F
 
     m = F.col(METRICS)
-    sums = [
-        F.coalesce(F.sum(F.get_json_object(m, f"$.{n}").cast("long")), F.lit(0)).alias(n)
-        for n in NAMES
-    ]
-    return df.observe(name, *sums).where(m.isNull()).drop(METRICS)
+    return df.observe(name, F.collect_list(m).alias(TASKS)).where(m.isNull()).drop(METRICS)
 
 
-def progress_metrics(progress: Any, name: str) -> dict[str, int] | None:
-    """The store metrics ``name`` (``"verstore.<store>"``) of one micro-batch's progress
-    (``query.lastProgress``, an item of ``query.recentProgress``), as a dict; ``None`` when the
-    progress has none (a batch without data, or metrics off).
-
-    Classic sessions give an observed metric as a ``Row`` of the named sums; Spark Connect
-    clients give ``Row(values=[...], schema={...})``, the form it has in the progress JSON.
-    """
-    observed = getattr(progress, "observedMetrics", None) or {}
-    row = observed.get(name)
+def _task_rows(progress: Any, name: str) -> list[dict[str, int]] | None:
+    """The task rows of ``name`` in one progress, or ``None`` when it has none."""
+    observed = getattr(progress, "observedMetrics", None)
+    if observed is None and isinstance(progress, Mapping):  # the progress as parsed JSON
+        observed = progress.get("observedMetrics")
+    row = (observed or {}).get(name)
     if row is None:
         return None
-    fields = row.asDict()
-    if set(fields) == {"values", "schema"}:
+    fields = row if isinstance(row, Mapping) else row.asDict()
+    if set(fields) == {"values", "schema"}:  # Spark Connect's form of an observed Row
         names = [f["name"] for f in fields["schema"]["fields"]]
-        return {n: int(v) for n, v in zip(names, fields["values"], strict=True)}
-    return {n: int(v) for n, v in fields.items()}
+        fields = dict(zip(names, fields["values"], strict=True))
+    tasks = fields.get(TASKS)
+    if not isinstance(tasks, list):
+        raise ValueError(
+            f"progress_metrics: the progress's observedMetrics[{name!r}] has no {TASKS!r} list "
+            f"(fields: {sorted(fields)}); was it written by verstore?"
+        )
+    return [{k: int(v) for k, v in json.loads(t).items()} for t in tasks]
+
+
+def progress_metrics(
+    progress: Any, name: str, *, by_partition: bool = False
+) -> dict[str, int] | list[dict[str, int]] | None:
+    """The store metrics ``name`` (``"verstore.<store>"``) of one micro-batch's progress
+    (``query.lastProgress``, an item of ``query.recentProgress``, or that progress as parsed
+    JSON): a dict of the metrics summed over the partitions that ran, or with
+    ``by_partition=True`` one dict per partition task (with its ``partition``), sorted by
+    partition. ``None`` when the progress has none (a batch without data, or metrics off).
+
+    The progress holds them as ``observedMetrics[name].tasks``: one JSON object per partition
+    task. Classic sessions give that as a ``Row``; Spark Connect clients as
+    ``Row(values=[...], schema={...})``; both are read here.
+    """
+    rows = _task_rows(progress, name)
+    if rows is None:
+        return None
+    if by_partition:
+        return sorted(rows, key=lambda r: r["partition"])
+    return {n: sum(r.get(n, 0) for r in rows) for n in NAMES}
 
 
 # --- per partition, on the driver ----------------------------------------------------------------
@@ -234,7 +263,8 @@ def partition_metrics(name: str | None = None) -> Any:
 
     Raises:
         RuntimeError: ``name``'s queries run in a Spark Connect session, which has no
-            accumulators: their metrics are in ``query.lastProgress.observedMetrics[name]``.
+            accumulators: each micro-batch's rows per partition are in its progress
+            (:func:`progress_metrics` with ``by_partition=True``).
     """
     import pyarrow as pa
 
@@ -242,8 +272,8 @@ def partition_metrics(name: str | None = None) -> Any:
         raise RuntimeError(
             f"partition_metrics({name!r}): the queries of {name} run in a Spark Connect "
             "session, which has no accumulators to collect per-partition rows on the driver; "
-            f"their metrics, summed per micro-batch, are in "
-            f"query.lastProgress.observedMetrics[{name!r}]"
+            "each micro-batch's rows are in its progress: "
+            f"verstore.spark.progress_metrics(query.lastProgress, {name!r}, by_partition=True)"
         )
     with _lock:
         chosen: Mapping[str, Any] = (

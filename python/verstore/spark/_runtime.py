@@ -254,7 +254,7 @@ def map_partitions_with_stores(
             if progress:
                 for batch in output.batches():
                     yield _metrics.with_null_metrics(batch)
-                yield _metrics.metrics_row(out_arrow, ctx.metrics)
+                yield _metrics.metrics_row(out_arrow, ctx.partition, ctx.metrics)
             else:
                 yield from output.batches()
             accumulator.add(
