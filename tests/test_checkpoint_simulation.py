@@ -19,9 +19,9 @@ The model records every commit's operations from the empty state. The invariants
   fenced, never the query);
 * lineages never see each other's state.
 
-``VERSTORE_SIMULATION_EXAMPLES`` (default 30) and ``VERSTORE_SIMULATION_SEED`` (default 0) set
-the run's size and seed: ``VERSTORE_SIMULATION_EXAMPLES=5000 pytest
-tests/test_checkpoint_simulation.py`` is the long run.
+``VERSTORE_SIMULATION_EXAMPLES`` (default 8, or 30 with ``VERSTORE_LONG_TESTS=1``) and
+``VERSTORE_SIMULATION_SEED`` (default 0) set the run's size and seed:
+``VERSTORE_SIMULATION_EXAMPLES=5000 pytest tests/test_checkpoint_simulation.py`` is the long run.
 """
 
 from __future__ import annotations
@@ -480,7 +480,10 @@ class Simulation(RuleBasedStateMachine):
             self.touched = None
 
 
-_EXAMPLES = int(os.environ.get("VERSTORE_SIMULATION_EXAMPLES", "30"))
+#: Examples (runs of the machine): VERSTORE_SIMULATION_EXAMPLES, else 30 for the long run
+#: (VERSTORE_LONG_TESTS=1) and 8 for make test and CI.
+_LONG = os.environ.get("VERSTORE_LONG_TESTS") == "1"
+_EXAMPLES = int(os.environ.get("VERSTORE_SIMULATION_EXAMPLES", "30" if _LONG else "8"))
 _SEED = int(os.environ.get("VERSTORE_SIMULATION_SEED", "0"))
 
 TestSimulation = seed(_SEED)(Simulation).TestCase

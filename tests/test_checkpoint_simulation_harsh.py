@@ -29,8 +29,9 @@ Besides, an open or commit without an injected fault must succeed, and a task af
 on the same executor must not find the local copy locked or wrong.
 
 ``VERSTORE_SIMULATION_EXAMPLES`` and ``VERSTORE_SIMULATION_SEED`` (read by
-``test_checkpoint_simulation``) set each test's examples and seed; without the first, CI's small
-size (``SIZES``, about a minute for the file on 2 cores). ``VERSTORE_SIMULATION_EXAMPLES=500
+``test_checkpoint_simulation``) set each test's examples and seed; without the first, ``SIZES``:
+make test's and CI's small size, or with ``VERSTORE_LONG_TESTS=1`` a longer one.
+``VERSTORE_SIMULATION_EXAMPLES=500
 pytest tests/test_checkpoint_simulation_harsh.py`` is a long run; S3 takes about 4 s an example.
 Each test prints the events its run covered (hypothesis has no statistics for
 ``run_state_machine_as_test``): ``pytest -s`` or ``-rA`` shows them.
@@ -99,9 +100,11 @@ PAUSES_COMMIT = (
 ANSWER_TIMEOUT_S = 120
 #: Whether the extension can fail RocksDB writes on demand.
 HAS_IO_HOOK = hasattr(core, "_fail_storage_writes")
-#: Without ``VERSTORE_SIMULATION_EXAMPLES``, CI's small size per test.
+#: Without ``VERSTORE_SIMULATION_EXAMPLES``, the size per test: the long run's with
+#: ``VERSTORE_LONG_TESTS=1``, else the small one of make test and CI.
 _SET = "VERSTORE_SIMULATION_EXAMPLES" in os.environ
-SIZES = {"local": 40, "s3": 8, "full_disk": 20}
+_LONG = os.environ.get("VERSTORE_LONG_TESTS") == "1"
+SIZES = {"local": 40, "s3": 8, "full_disk": 20} if _LONG else {"local": 10, "s3": 3, "full_disk": 5}
 TMPFS_BYTES = 8 << 20
 
 CHECKPOINT_OPTIONS = {

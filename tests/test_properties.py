@@ -10,6 +10,7 @@ boundaries, so expiry (§2.6, §5) and segment moves (§3, §E8) happen in almos
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -49,15 +50,19 @@ values_st = st.one_of(
     st.binary(max_size=6),
 )
 
+#: ``VERSTORE_LONG_TESTS=1``: the long run, every property test at its full size (``make test``
+#: and CI run the small size; README.md, tests).
+LONG = os.environ.get("VERSTORE_LONG_TESTS") == "1"
+
 MACHINE_SETTINGS = settings(
-    max_examples=100,
+    max_examples=100 if LONG else 25,
     stateful_step_count=50,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 REPLAY_SETTINGS = settings(
-    max_examples=100,
+    max_examples=100 if LONG else 25,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -508,7 +513,7 @@ def test_java_division_and_default_interval() -> None:
             assert store.segment_interval_ms == interval
 
 
-@settings(max_examples=30, deadline=None, database=None)
+@settings(max_examples=30 if LONG else 10, deadline=None, database=None)
 @given(
     retention=st.integers(0, 60),
     interval=st.integers(1, 7),

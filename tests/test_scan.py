@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -24,6 +25,10 @@ import verstore
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from reference_model import ReferenceModel, trunc_div
+
+#: ``VERSTORE_LONG_TESTS=1``: the long run, every property test at its full size (``make test``
+#: and CI run the small size; README.md, tests).
+LONG = os.environ.get("VERSTORE_LONG_TESTS") == "1"
 
 # Prefixes of one another, the empty key, runs of 0x00 and 0xff.
 KEYS = [b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\xff", b"ab", b"\xff", b"\xff\xff"]
@@ -113,7 +118,7 @@ def query_times(model: ReferenceModel, retention: int, interval: int) -> list[in
 
 
 @settings(
-    max_examples=60,
+    max_examples=60 if LONG else 20,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
