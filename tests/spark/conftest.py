@@ -9,6 +9,7 @@ holds one kind of session only: a Connect server cannot start beside a classic S
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import warnings
 from collections.abc import Iterator
@@ -53,17 +54,43 @@ def session_conf(warehouse: Path) -> dict[str, str]:
     }
 
 
+def free_port() -> int:
+    """A loopback port free now, for a server of this process (test runs may run side by side)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def connect_session(conf: dict[str, str]) -> Any:
+    """A Spark Connect session on a local Connect server of this process, what
+    ``SparkSession.builder.remote("local[2,3]")`` starts, but on a free port instead of the
+    fixed 15002, so that several test runs can hold a server at once."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    port = free_port()
+    opts: dict[str, Any] = {**conf, "spark.connect.grpc.binding.port": str(port)}
+    # As pyspark's builder does for a "local" remote: the server's SparkContext takes every
+    # setting, the client only the runtime SQL ones (_start_connect_server keeps those in
+    # opts); the client would warn about each other one (it cannot change them, and need not).
+    os.environ["SPARK_LOCAL_REMOTE"] = "1"
+    RemoteSparkSession._start_connect_server("local[2,3]", opts)
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return (
+            RemoteSparkSession.builder.remote(f"sc://localhost:{port}")
+            .config(map=opts)
+            .getOrCreate()
+        )
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     conf = session_conf(tmp_path_factory.mktemp("spark-warehouse"))
     if CONNECT:
-        # The local server's SparkContext takes every setting; the client then warns about
-        # each one that is not a runtime SQL setting (it cannot change them, and need not).
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            session = SparkSession.builder.remote("local[2,3]").config(map=conf).getOrCreate()
+        session = connect_session(conf)
     else:
         # 2 cores, up to 3 attempts per task
         session = SparkSession.builder.master("local[2,3]").config(map=conf).getOrCreate()
