@@ -1,0 +1,253 @@
+//! Batch reads: [`latest`](super::latest) or [`as_of`](super::as_of) for many keys at once,
+//! one sorted `MultiGet` of the latest-value entries, then one per round of row lookups.
+
+use super::columns::RecordColumns;
+use super::{AsOf, Probe, Step, row_location};
+use crate::error::Result;
+use crate::format::key::{LATEST_SEGMENT, segment_prefix, sort_prefix};
+use crate::format::latest_value;
+use crate::format::segment_value::{self, Lookup};
+use crate::state::State;
+use crate::view::reader::Reader;
+
+/// A batch row's answer while the batch is read: found records point into an arena.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Absent,
+    Found {
+        timestamp: i64,
+        valid_to: Option<i64>,
+        start: usize,
+        end: usize,
+    },
+}
+
+/// Storage keys built in one buffer.
+#[derive(Default)]
+struct KeyBuffer {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl KeyBuffer {
+    fn push(&mut self, segment: i64, key: &[u8]) {
+        self.bytes.extend_from_slice(&segment_prefix(segment));
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn slices(&self) -> Vec<&[u8]> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let key = self.bytes.get(start..end).unwrap_or_default();
+                start = end;
+                key
+            })
+            .collect()
+    }
+}
+
+/// A batch read in progress: answers by row, found values in one arena, and the probes of the
+/// rows that still look for a history row.
+struct BatchRead<'k> {
+    /// Distinct keys in key order.
+    unique: Vec<&'k [u8]>,
+    /// Rows by key: `rows[first[u]..first[u + 1]]` are the rows of `unique[u]`.
+    rows: Vec<usize>,
+    first: Vec<usize>,
+    answers: Vec<Answer>,
+    arena: Vec<u8>,
+    /// `(row, key u, probe)`.
+    probes: Vec<(usize, usize, Probe)>,
+}
+
+impl<'k> BatchRead<'k> {
+    fn new(keys: &[&'k [u8]]) -> Self {
+        let n = keys.len();
+        // Sorted by a 16-byte integer prefix first: most comparisons end there, in registers.
+        let mut order: Vec<((u64, u64), usize)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (sort_prefix(k), i))
+            .collect();
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(keys[b.1])));
+        let rows: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
+        let mut unique: Vec<&[u8]> = Vec::new();
+        let mut first: Vec<usize> = Vec::new();
+        for (position, &row) in rows.iter().enumerate() {
+            if unique.last() != Some(&keys[row]) {
+                unique.push(keys[row]);
+                first.push(position);
+            }
+        }
+        first.push(n);
+        Self {
+            unique,
+            rows,
+            first,
+            answers: vec![Answer::Absent; n],
+            arena: Vec::new(),
+            probes: Vec::new(),
+        }
+    }
+
+    fn found(&mut self, row: usize, timestamp: i64, valid_to: Option<i64>, value: &[u8]) {
+        self.arena.extend_from_slice(value);
+        self.answers[row] = Answer::Found {
+            timestamp,
+            valid_to,
+            start: self.arena.len() - value.len(),
+            end: self.arena.len(),
+        };
+    }
+
+    /// Takes in key `u`'s latest-value entry: rows it answers are done, the others probe.
+    fn on_latest(
+        &mut self,
+        state: &State,
+        times: AsOf<'_>,
+        u: usize,
+        bytes: Option<&[u8]>,
+    ) -> Result<()> {
+        let latest = bytes.map(latest_value::decode).transpose()?;
+        for position in self.first[u]..self.first[u + 1] {
+            let row = self.rows[position];
+            let t = times.at(row);
+            match latest {
+                Some((timestamp, value)) if t.is_none_or(|t| timestamp <= t) => {
+                    self.found(row, timestamp, None, value);
+                }
+                _ => {
+                    let start = t.and_then(|t| Probe::start(state, latest.map(|l| l.0), t));
+                    if let Some(probe) = start {
+                        self.probes.push((row, u, probe));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Latest-value entries: the write buffer, the cache, then one `MultiGet` of the rest.
+    fn read_latest(&mut self, reader: Reader<'_>, state: &State, times: AsOf<'_>) -> Result<()> {
+        let mut buffer = KeyBuffer::default();
+        for key in &self.unique {
+            buffer.push(LATEST_SEGMENT, key);
+        }
+        reader.multi_read(&buffer.slices(), &mut |u, bytes| {
+            self.on_latest(state, times, u, bytes)
+        })
+    }
+
+    /// One round of row lookups: each probe asks for its next segment; equal (segment, key)
+    /// pairs are read once, in storage-key order (segment, then key: `unique` is sorted).
+    fn read_rows(&mut self, reader: Reader<'_>, state: &State) -> Result<()> {
+        let mut targets: Vec<(i64, usize, usize)> = Vec::with_capacity(self.probes.len());
+        self.probes.retain(|&(_, u, probe)| {
+            probe.next_segment(state).is_some_and(|segment| {
+                targets.push((segment, u, targets.len()));
+                true
+            })
+        });
+        targets.sort_unstable();
+        let mut row_keys = KeyBuffer::default();
+        let mut groups: Vec<usize> = Vec::new();
+        for (position, &(segment, u, _)) in targets.iter().enumerate() {
+            if position == 0 || targets[position - 1].0 != segment || targets[position - 1].1 != u {
+                row_keys.push(segment, self.unique[u]);
+                groups.push(position);
+            }
+        }
+        groups.push(targets.len());
+        let mut done = vec![false; self.probes.len()];
+        let mut times: Vec<i64> = Vec::new();
+        reader.multi_read(&row_keys.slices(), &mut |g, bytes| {
+            let group = &targets[groups[g]..groups[g + 1]];
+            let (segment, u, _) = group[0];
+            let key = self.unique[u];
+            times.clear();
+            times.extend(group.iter().map(|&(_, _, p)| self.probes[p].2.t));
+            let mut visit = |p: usize, row: Option<Lookup<'_>>| {
+                let (answer_row, _, mut probe) = self.probes[p];
+                let step = probe.visit(state, segment, row);
+                self.probes[p].2 = probe;
+                if let Step::Done(found) = step {
+                    done[p] = true;
+                    if let Some((timestamp, valid_to, value)) = found {
+                        self.found(answer_row, timestamp, Some(valid_to), value);
+                    }
+                }
+            };
+            let Some(bytes) = bytes else {
+                for &(_, _, p) in group {
+                    visit(p, None);
+                }
+                return Ok(());
+            };
+            // Every probe of this row at once: a hot key read at many times is walked once.
+            let location = || row_location(&reader, segment, key);
+            segment_value::lookup_each(bytes, &times, &location, |k, row| {
+                visit(group[k].2, Some(row));
+                Ok(())
+            })
+        })?;
+        let mut index = 0;
+        self.probes.retain(|_| {
+            index += 1;
+            !done[index - 1]
+        });
+        Ok(())
+    }
+
+    /// The answers as columns in row order.
+    fn columns(self) -> RecordColumns {
+        let n = self.answers.len();
+        let mut out = RecordColumns {
+            values: Vec::with_capacity(self.arena.len()),
+            offsets: Vec::with_capacity(n + 1),
+            present: Vec::with_capacity(n),
+            timestamps: Vec::with_capacity(n),
+            valid_to: Vec::with_capacity(n),
+        };
+        out.offsets.push(0);
+        for answer in self.answers {
+            match answer {
+                Answer::Absent => {
+                    out.present.push(false);
+                    out.timestamps.push(0);
+                    out.valid_to.push(None);
+                }
+                Answer::Found {
+                    timestamp,
+                    valid_to,
+                    start,
+                    end,
+                } => {
+                    out.values.extend_from_slice(&self.arena[start..end]);
+                    out.present.push(true);
+                    out.timestamps.push(timestamp);
+                    out.valid_to.push(valid_to);
+                }
+            }
+            out.offsets.push(out.values.len());
+        }
+        out
+    }
+}
+
+/// [`latest`] or [`as_of`] for every key of a batch, in row order.
+pub(crate) fn batch(
+    reader: Reader<'_>,
+    state: &State,
+    keys: &[&[u8]],
+    times: AsOf<'_>,
+) -> Result<RecordColumns> {
+    let mut read = BatchRead::new(keys);
+    read.read_latest(reader, state, times)?;
+    while !read.probes.is_empty() {
+        read.read_rows(reader, state)?;
+    }
+    Ok(read.columns())
+}
