@@ -42,6 +42,17 @@ def line_of(doc: str, pos: int) -> int:
     return text(doc).count("\n", 0, pos) + 1
 
 
+def flat(doc: str) -> tuple[str, list[int]]:
+    """``doc`` with each run of whitespace one space (prose wraps anywhere), and each flat
+    character's offset in the doc."""
+    body = text(doc)
+    chars, offsets = [], []
+    for m in re.finditer(r"\s+|\S", body):
+        chars.append(" " if m.group(0).isspace() else m.group(0))
+        offsets.append(m.start())
+    return "".join(chars), offsets
+
+
 def number(s: str) -> int:
     """``65 536`` / ``65,536`` / ``65_536`` as an int."""
     return int(re.sub(r"[\s,_\u202f\u00a0]", "", s))
@@ -280,8 +291,8 @@ def example_master() -> str:
     return m.group(1)
 
 
-#: (doc, pattern, code): each match of ``pattern`` in ``doc`` states a default; its groups,
-#: read by ``code``'s first element, must equal ``code``'s second.
+#: (doc, pattern, read, expected): each match of ``pattern`` in ``doc`` (its whitespace runs made
+#: one space) states a default; ``read`` of its groups must equal ``expected``, the code's.
 STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
     # README.md
     (
@@ -405,12 +416,14 @@ STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
 def test_stated_default_is_the_codes(
     doc: str, pattern: str, read: Callable[..., Any], expected: Any
 ) -> None:
-    matches = list(re.finditer(pattern, text(doc), re.S))
+    body, offsets = flat(doc)
+    matches = list(re.finditer(pattern, body, re.S))
     assert matches, f"{doc} no longer says {pattern!r}: update the doc or this test"
     for m in matches:
         groups = [g for g in m.groups() if g is not None] or [m.group(0)]
         value = read(*groups)
-        assert value == expected, f"{doc}:{line_of(doc, m.start())}: {m.group(0)!r} -> {value!r}"
+        where = f"{doc}:{line_of(doc, offsets[m.start()])}"
+        assert value == expected, f"{where}: {m.group(0)!r} -> {value!r}"
 
 
 # --- the segment interval rule of docs/semantics.md §1.5 ------------------------------------------
