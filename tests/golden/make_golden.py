@@ -1,0 +1,245 @@
+"""Writes a golden checkpoint set: ``python tests/golden/make_golden.py``, from the repository.
+
+Every later verstore must open, read and continue the checkpoints of this one
+(``tests/test_golden.py``). A release that changes any on-disk format (the checkpoint's
+``FORMAT_VERSION``, the store's or the changelog's layout, the tuple encoding) adds its own set,
+``tests/golden/verstore-<version>/``, with this script and keeps every older set: a set is
+never regenerated once committed.
+
+A set is a checkpoint root written through the public checkpoint API, as a query's tasks write
+it, plus ``golden.json``: the settings, every commit's writes (per store, partition and
+version) and what each version reads. Two stores:
+
+* ``kv``: bytes keys and values, two partitions, seven versions: puts, deletes, history
+  across several segments, expired segments, writes rejected as too old; a snapshot every
+  three commits and changelogs between, so opening a version rebuilds from a snapshot plus
+  replay.
+* ``prices``: typed columns as the Spark helpers store them (``ColumnLayout``, the tuple
+  encoding): a ``(symbol, venue)`` key and ``(price, size, at)`` value, four versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import verstore
+from verstore import reader
+from verstore._core import TUPLE_ENCODING, encode_rows
+from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
+from verstore.checkpoint.layout import FORMAT_VERSION
+
+LINEAGE = "golden-query"
+RETENTION_MS = 40
+SEGMENT_MS = 10
+# Every version stays rebuildable (cleanup keeps them), so the test can open each one.
+OPTIONS = CheckpointOptions(snapshot_interval=3, min_versions_to_retain=100, lock_timeout_s=5)
+KV_KEYS = [b"a", b"b", b"c", b"d", b"e", b"\x00", b"\xff\xfe"]
+KV = {"store": "kv", "partitions": 2, "versions": 7, "seed": 2026}
+PRICES = {"store": "prices", "partitions": 1, "versions": 4, "seed": 11}
+
+
+def kv_ops(rng: random.Random, stream_time: int) -> list[list[Any]]:
+    """One commit's writes: ``[kind, key hex, value hex or None, timestamp]``."""
+    ops: list[list[Any]] = []
+    for _ in range(rng.randint(4, 12)):
+        key = rng.choice(KV_KEYS)
+        ts = max(0, stream_time + rng.randint(-RETENTION_MS - 10, 15))
+        stream_time = max(stream_time, ts)
+        if rng.random() < 0.2:
+            ops.append(["delete", key.hex(), None, ts])
+        else:
+            value = None if rng.random() < 0.1 else rng.randbytes(rng.randint(0, 9))
+            ops.append(["put", key.hex(), None if value is None else value.hex(), ts])
+    return ops
+
+
+def apply_kv(store: verstore.VersionedStore, ops: list[list[Any]]) -> None:
+    for kind, key, value, ts in ops:
+        if kind == "put":
+            store.put(bytes.fromhex(key), None if value is None else bytes.fromhex(value), ts)
+        else:
+            store.delete(bytes.fromhex(key), ts)
+
+
+def record(rec: Any) -> list[Any] | None:
+    return None if rec is None else [rec.value.hex(), rec.timestamp, rec.valid_to]
+
+
+def kv_reads(store: verstore.VersionedStore, keys: list[bytes]) -> dict[str, Any]:
+    """Every read the golden test compares, in JSON form."""
+    ost = store.observed_stream_time
+    low = max(0, ost - RETENTION_MS - 2 * SEGMENT_MS)
+    out: dict[str, Any] = {"observed_stream_time": ost}
+    for key in keys:
+        out[f"get {key.hex()}"] = record(store.get(key))
+        out[f"as_of {key.hex()}"] = [record(store.get(key, as_of=t)) for t in range(low, ost + 2)]
+        out[f"versions {key.hex()}"] = [record(r) for r in store.versions(key, ascending=True)]
+    return out
+
+
+def reference(ops_by_version: dict[str, list[list[Any]]], version: int) -> Any:
+    """An in-memory store with the writes of versions 1..``version``."""
+    store = verstore.VersionedStore.in_memory(
+        history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
+    )
+    for v in range(1, version + 1):
+        apply_kv(store, ops_by_version.get(str(v), []))
+    return store
+
+
+def open_partition(
+    root: Path, store: str, partition: int, version: int, local: Path, **kwargs: Any
+) -> PartitionStore:
+    return PartitionStore.open(
+        str(root),
+        store,
+        partition,
+        version,
+        str(local),
+        lineage=LINEAGE,
+        history_retention_ms=RETENTION_MS,
+        segment_interval_ms=SEGMENT_MS,
+        options=OPTIONS,
+        **kwargs,
+    )
+
+
+def write_kv(root: Path, scratch: Path) -> dict[str, Any]:
+    rng = random.Random(KV["seed"])
+    partitions: dict[str, Any] = {}
+    for p in range(KV["partitions"]):
+        ops_by_version: dict[str, list[list[Any]]] = {}
+        stream_time = 100
+        for version in range(KV["versions"]):  # opens version, commits version + 1
+            ops = kv_ops(rng, stream_time)
+            stream_time = max([stream_time] + [op[3] for op in ops])
+            part = open_partition(root, "kv", p, version, scratch / f"kv-{p}")
+            apply_kv(part.store, ops)
+            part.commit()
+            ops_by_version[str(version + 1)] = ops
+        reads = {}
+        for v in range(1, KV["versions"] + 1):
+            with reference(ops_by_version, v) as store:
+                reads[str(v)] = kv_reads(store, KV_KEYS)
+            part = open_partition(root, "kv", p, v, scratch / f"check-{p}-{v}", read_only=True)
+            try:  # a set is written only when the checkpoint reads what was written
+                assert kv_reads(part.store, KV_KEYS) == reads[str(v)], (p, v)
+            finally:
+                part.abort()
+        partitions[str(p)] = {"ops": ops_by_version, "reads": reads}
+    return {**KV, "partitions_data": partitions}
+
+
+def prices_layout() -> ColumnLayout:
+    import pyarrow as pa
+
+    key = pa.schema([("symbol", pa.string()), ("venue", pa.int32())])
+    value = pa.schema(
+        [("price", pa.float64()), ("size", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))]
+    )
+    return ColumnLayout.of(TUPLE_ENCODING, key, value)
+
+
+def prices_rows(rng: random.Random, version: int) -> list[dict[str, Any]]:
+    """One commit's typed rows: ``symbol, venue, price, size, at (us), t (ms)``."""
+    rows = []
+    for i in range(rng.randint(3, 7)):
+        rows.append(
+            {
+                "symbol": rng.choice(["ACME", "INIT", "Ünï", ""]),
+                "venue": rng.choice([1, 2, -7]),
+                "price": rng.choice([None, -0.0, 1.5, 1e300, round(rng.uniform(1, 99), 3)]),
+                "size": rng.choice([None, 0, -(2**63), 2**63 - 1, rng.randint(1, 1000)]),
+                "at": version * 1_000_000 + i,
+                "t": 100 + 10 * version + rng.randint(-15, 5),
+            }
+        )
+    return rows
+
+
+def encode_prices(rows: list[dict[str, Any]]) -> tuple[Any, Any, list[int]]:
+    import pyarrow as pa
+
+    key_schema, value_schema = prices_layout().schemas()
+    keys = pa.RecordBatch.from_pylist(rows, schema=key_schema)
+    values = pa.RecordBatch.from_pylist(rows, schema=value_schema)
+    return encode_rows(keys), encode_rows(values), [r["t"] for r in rows]
+
+
+def plain_rows(batches: Any) -> list[dict[str, Any]]:
+    """Decoded reader rows as JSON-ready dicts (timestamps as integers)."""
+    import pyarrow as pa
+
+    out: list[dict[str, Any]] = []
+    for batch in batches:
+        columns = [
+            c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in batch.columns
+        ]
+        out += pa.RecordBatch.from_arrays(columns, names=batch.schema.names).to_pylist()
+    return out
+
+
+def prices_reads(root: Path, version: int) -> dict[str, Any]:
+    """The ``prices`` store at ``version`` as the reader decodes it: latest and history."""
+    ref, settings = reader.resolve(str(root), "prices", LINEAGE)
+    return {
+        "latest": plain_rows(reader.read_partition(ref, settings, 0, version=version)),
+        "history": plain_rows(
+            reader.read_partition(ref, settings, 0, version=version, history=True)
+        ),
+    }
+
+
+def write_prices(root: Path, scratch: Path) -> dict[str, Any]:
+    rng = random.Random(PRICES["seed"])
+    rows_by_version: dict[str, list[dict[str, Any]]] = {}
+    for version in range(PRICES["versions"]):
+        rows = prices_rows(rng, version + 1)
+        part = open_partition(
+            root, "prices", 0, version, scratch / "prices", columns=prices_layout()
+        )
+        keys, values, times = encode_prices(rows)
+        part.store.put_batch(keys, values, times)
+        part.commit()
+        rows_by_version[str(version + 1)] = rows
+    reads = {str(v): prices_reads(root, v) for v in range(1, PRICES["versions"] + 1)}
+    return {**PRICES, "rows": rows_by_version, "reads": reads}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / f"format-{FORMAT_VERSION}"
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing set")
+    args = parser.parse_args()
+    if args.out.exists():
+        if not args.force:
+            sys.exit(f"{args.out} exists: a committed golden set is never regenerated")
+        shutil.rmtree(args.out)
+    root = args.out / "root"
+    root.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        golden = {
+            "verstore": verstore.__version__,
+            "format_version": FORMAT_VERSION,
+            "tuple_encoding": TUPLE_ENCODING,
+            "lineage": LINEAGE,
+            "history_retention_ms": RETENTION_MS,
+            "segment_interval_ms": SEGMENT_MS,
+            "kv": write_kv(root, Path(scratch)),
+            "prices": write_prices(root, Path(scratch)),
+        }
+    (args.out / "golden.json").write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Checkpoints written by earlier verstore releases open, read and continue exactly.
+
+Each golden set under ``tests/golden/verstore-<version>/`` was written once by a release that
+changed an on-disk format (``tests/golden/make_golden.py``) and is never regenerated: its
+``golden.json`` holds every commit's writes and what each version read then. Every set is
+opened from a copy (the committed files stay as they are), at every version, by a fresh
+executor (rebuilt from snapshots and changelogs); continued with a further commit; rebuilt
+again; and read through ``verstore.reader`` and the ``verstore`` CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from verstore import cli, reader
+
+sys.path.insert(0, str(Path(__file__).parent / "golden"))
+import make_golden as golden  # the generator's own reads and encodings
+
+SETS = sorted(Path(__file__).parent.joinpath("golden").glob("verstore-*"))
+
+
+def test_the_formats_this_build_writes_have_a_golden_set() -> None:
+    from verstore._core import TUPLE_ENCODING
+    from verstore.checkpoint.layout import FORMAT_VERSION
+
+    written = set()
+    for s in SETS:
+        g = json.loads((s / "golden.json").read_text())
+        written.add((g["format_version"], g["tuple_encoding"]))
+    assert (FORMAT_VERSION, TUPLE_ENCODING) in written, "run tests/golden/make_golden.py"
+
+
+@pytest.fixture(params=SETS, ids=[s.name for s in SETS])
+def golden_set(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A copy of one golden set's root, and its ``golden.json``."""
+    root = tmp_path / "root"
+    shutil.copytree(request.param / "root", root)
+    return root, json.loads((request.param / "golden.json").read_text())
+
+
+def test_every_version_of_every_partition_reads_as_it_did(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, g = golden_set
+    for p, data in g["kv"]["partitions_data"].items():
+        for version, expected in data["reads"].items():
+            local = tmp_path / f"l-{p}-{version}"
+            part = golden.open_partition(root, "kv", int(p), int(version), local, read_only=True)
+            try:
+                assert golden.kv_reads(part.store, golden.KV_KEYS) == expected, (p, version)
+                assert part.stats.rebuilt or int(version) == 0
+            finally:
+                part.abort()
+
+
+def test_a_further_commit_continues_the_golden_chain_and_rebuilds(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, g = golden_set
+    rng = random.Random(7)
+    for p, data in g["kv"]["partitions_data"].items():
+        newest = max(int(v) for v in data["ops"])
+        ops = dict(data["ops"])
+        stream_time = data["reads"][str(newest)]["observed_stream_time"]
+        for version in (newest, newest + 1):  # two more commits, the first on the golden tip
+            ops[str(version + 1)] = golden.kv_ops(rng, stream_time)
+            part = golden.open_partition(root, "kv", int(p), version, tmp_path / f"exec-{p}")
+            golden.apply_kv(part.store, ops[str(version + 1)])
+            part.commit()
+        for version in (newest, newest + 1, newest + 2):  # a new executor rebuilds each
+            with golden.reference(ops, version) as model:
+                expected = golden.kv_reads(model, golden.KV_KEYS)
+            local = tmp_path / f"new-{p}-{version}"
+            part = golden.open_partition(root, "kv", int(p), version, local, read_only=True)
+            try:
+                assert golden.kv_reads(part.store, golden.KV_KEYS) == expected, (p, version)
+            finally:
+                part.abort()
+
+
+def test_typed_columns_decode_as_they_did_and_continue(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, g = golden_set
+    prices = g["prices"]
+    for version, expected in prices["reads"].items():
+        assert golden.prices_reads(root, int(version)) == expected, version
+    newest = max(int(v) for v in prices["rows"])
+    rows = golden.prices_rows(random.Random(3), newest + 1)
+    layout = golden.prices_layout()
+    part = golden.open_partition(root, "prices", 0, newest, tmp_path / "exec", columns=layout)
+    part.store.put_batch(*golden.encode_prices(rows))
+    part.commit()
+    after = golden.prices_reads(root, newest + 1)
+    keys = {(r["symbol"], r["venue"]) for r in rows}
+
+    def others(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in rows if (r["symbol"], r["venue"]) not in keys]
+
+    assert others(after["latest"]) == others(prices["reads"][str(newest)]["latest"])
+    assert {(r["symbol"], r["venue"]) for r in after["latest"]} >= keys
+    assert len(after["history"]) >= len(prices["reads"][str(newest)]["history"])
+
+
+def test_the_cli_verifies_and_scans_a_golden_root(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, g = golden_set
+    assert cli.main(["verify", str(root), "--deep"]) == 0
+    out = tmp_path / "prices.parquet"
+    scan = ["scan", str(root), "--store", "prices", "--history", "--parquet", str(out)]
+    assert cli.main(scan) == 0
+    newest = str(max(int(v) for v in g["prices"]["rows"]))
+    table = pq.read_table(out)
+    assert golden.plain_rows(table.to_batches()) == g["prices"]["reads"][newest]["history"]
+    _, settings = reader.resolve(str(root), "kv", g["lineage"])
+    assert settings.history_retention_ms == g["history_retention_ms"]
