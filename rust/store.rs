@@ -11,37 +11,32 @@
 //! write-ahead log, defers it: `store/metadata.rs`), so reopening a store gives back exactly the
 //! state of the last write that returned.
 
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::backend::memory::MemoryBackend;
-use crate::backend::rocks::{RocksBackend, RocksOptions};
-use crate::backend::{Backend, Write, WriteSet};
+use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
-use crate::format::{history, meta};
+use crate::format::history;
 use crate::latest::LatestCache;
 use crate::overlay::Overlay;
 use crate::read::columns::RecordColumns;
 use crate::read::{self, AsOf, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
 use crate::scan::pipe::OpenScans;
-use crate::segments::Segments;
-use crate::spool::{Log, Spool};
+use crate::spool::Spool;
 use crate::state::State;
-use crate::txn::Txn;
 use crate::view::reader::Reader;
 
 mod inspect;
 mod metadata;
+mod open;
+mod transaction;
 
 use metadata::Deferral;
 
 /// The largest value the row format can hold (value sizes are `i32`).
 pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
-
-const LOCK_FILE: &str = "verstore.lock";
 
 /// A versioned key-value store.
 pub struct VersionedStore {
@@ -98,88 +93,6 @@ impl std::fmt::Display for VersionedStore {
 }
 
 impl VersionedStore {
-    /// Opens (creating if missing) a persistent store in directory `path`.
-    ///
-    /// # Errors
-    /// [`Error::Locked`] when the directory is open elsewhere; [`Error::IncompatibleConfig`] or
-    /// [`Error::IncompatibleFormat`] when the store on disk was created differently;
-    /// [`Error::Storage`] / [`Error::Io`] / [`Error::Corrupt`] for what RocksDB or the files say.
-    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
-        Self::open_with(path, config, RocksOptions::default())
-    }
-
-    /// [`VersionedStore::open`] with explicit RocksDB options.
-    ///
-    /// # Errors
-    /// As [`VersionedStore::open`].
-    pub fn open_with(
-        path: impl AsRef<Path>,
-        config: StoreConfig,
-        options: RocksOptions,
-    ) -> Result<Self> {
-        let path = path.as_ref();
-        let io = |source| Error::Io {
-            path: path.to_owned(),
-            source,
-        };
-        std::fs::create_dir_all(path).map_err(io)?;
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path.join(LOCK_FILE))
-            .map_err(io)?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(Error::Locked {
-                    path: path.to_owned(),
-                });
-            }
-            Err(TryLockError::Error(source)) => return Err(io(source)),
-        }
-        let backend = RocksBackend::open(path, options)?;
-        let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
-        store.lock = Some(lock);
-        store.recover_metadata()?;
-        let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
-        store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
-        store.load_latest_keys()?;
-        if options.wal {
-            store.deferral = Deferral::Allowed { marked: false };
-        } else {
-            store.buffer = Some(Overlay::default());
-            store.buffer_limit = options.write_buffer_bytes / 4;
-        }
-        Ok(store)
-    }
-
-    /// An in-memory store with the same semantics; its data is gone when it is dropped.
-    #[must_use]
-    pub fn in_memory(config: StoreConfig) -> Self {
-        let mut backend = MemoryBackend::default();
-        // A fresh map cannot fail to initialise.
-        let _ = backend.write(&mut initial_metadata(config));
-        Self {
-            backend: Box::new(backend),
-            cache: None,
-            buffer: None,
-            buffer_limit: 0,
-            state: State {
-                config,
-                stream_time: -1,
-                segments: Segments::default(),
-                latest_keys: None,
-            },
-            path: None,
-            spool: None,
-            lock: None,
-            scans: OpenScans::default(),
-            deferral: Deferral::Never,
-            failure: None,
-        }
-    }
-
     /// An in-memory store as one byte string (`format/history.rs`): what `GroupHistory`
     /// keeps in a host's state.
     ///
@@ -191,45 +104,6 @@ impl VersionedStore {
             .export()
             .ok_or_else(|| Error::invalid("store", "only an in-memory store can be serialized"))?;
         Ok(history::encode(&entries))
-    }
-
-    /// Restores an in-memory store serialized by [`VersionedStore::to_bytes`], checking that
-    /// it was made with `config`.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] for bad framing or checksum; [`Error::IncompatibleConfig`] or
-    /// [`Error::IncompatibleFormat`] as for opening a store.
-    pub fn from_bytes(bytes: &[u8], config: StoreConfig) -> Result<Self> {
-        let entries = history::decode(bytes)?;
-        let backend =
-            MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
-        Self::from_backend(Box::new(backend), config, None)
-    }
-
-    fn from_backend(
-        mut backend: Box<dyn Backend>,
-        config: StoreConfig,
-        path: Option<PathBuf>,
-    ) -> Result<Self> {
-        prepare_metadata(
-            backend.as_mut(),
-            config,
-            path.as_deref().unwrap_or(Path::new("")),
-        )?;
-        let state = load_state(backend.as_ref(), config)?;
-        Ok(Self {
-            backend,
-            cache: None,
-            buffer: None,
-            buffer_limit: 0,
-            state,
-            path,
-            spool: None,
-            lock: None,
-            scans: OpenScans::default(),
-            deferral: Deferral::Never,
-            failure: None,
-        })
     }
 
     /// Before a batch call of `rows` rows: fills the cache of latest values in one pass once
@@ -456,77 +330,6 @@ impl VersionedStore {
         self.settle_metadata()?;
         self.backend.checkpoint(dir)
     }
-
-    /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
-    /// On any error nothing is written and the in-memory state (stream time, live segments)
-    /// is as before. So too on a panic, which pyo3 raises in Python as an exception after
-    /// which the store is used on: the panic goes on once the state is restored (and the
-    /// transaction, dropped unfinished, has rolled back the write buffer).
-    pub(crate) fn transaction<T>(
-        &mut self,
-        work: impl FnOnce(&mut Txn<'_>) -> Result<T>,
-    ) -> Result<T> {
-        let before = self.state.clone();
-        let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
-        match std::panic::catch_unwind(run) {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => {
-                self.state = before;
-                Err(error)
-            }
-            Err(panic) => {
-                self.state = before;
-                std::panic::resume_unwind(panic)
-            }
-        }
-    }
-
-    fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
-        self.check_usable()?;
-        // A full buffer is written before the call's transaction runs on it, so a failed write
-        // fails the call before any of its work. The buffer may outgrow its bound by one call.
-        if self
-            .buffer
-            .as_ref()
-            .is_some_and(|b| b.bytes() > self.buffer_limit)
-        {
-            self.write_buffer()?;
-        }
-        let Some(buffer) = &mut self.buffer else {
-            let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
-            let mut txn = Txn::begin(reader, &mut self.state);
-            txn.log = self.spool.is_some().then(Log::default);
-            let value = work(&mut txn)?;
-            let (mut writes, log) = txn.finish();
-            let marks = self.defer_metadata_of(&mut writes);
-            writes.write_to(
-                self.backend.as_mut(),
-                self.cache.as_ref(),
-                self.state.stream_time,
-            )?;
-            if marks {
-                self.note_marked();
-            }
-            self.record(log.as_ref());
-            return Ok(value);
-        };
-        // The transaction runs on the buffer itself, so its reads go straight to storage.
-        let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
-        let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
-        txn.log = self.spool.is_some().then(Log::default);
-        let value = work(&mut txn);
-        let log = txn.finish_on_buffer(value.is_ok());
-        let value = value?;
-        self.record(log.as_ref());
-        Ok(value)
-    }
-
-    /// Appends a committed transaction's log to the spool, when recording.
-    fn record(&mut self, log: Option<&Log>) {
-        if let (Some(spool), Some(log)) = (&mut self.spool, log) {
-            spool.append(log);
-        }
-    }
 }
 
 impl Drop for VersionedStore {
@@ -543,107 +346,6 @@ impl Drop for VersionedStore {
         self.scans.close();
     }
 }
-
-fn initial_metadata(config: StoreConfig) -> WriteSet {
-    WriteSet {
-        drop_segments: None,
-        writes: vec![
-            (
-                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                Write::Put(meta::encode_format_version()),
-            ),
-            (
-                storage_key(META_SEGMENT, meta::CONFIG_KEY),
-                Write::Put(meta::encode_config(
-                    config.history_retention_ms(),
-                    config.segment_interval_ms(),
-                )),
-            ),
-            (
-                storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-                Write::Put(meta::encode_stream_time(-1)),
-            ),
-        ],
-    }
-}
-
-/// Writes a new store's metadata, or checks an existing store's format and configuration
-/// against `config` (and raises an older readable format's number to the current one).
-fn prepare_metadata(backend: &mut dyn Backend, config: StoreConfig, path: &Path) -> Result<()> {
-    let incompatible = |found| Error::IncompatibleFormat {
-        path: path.to_owned(),
-        found,
-        oldest: meta::OLDEST_READABLE_FORMAT,
-        supported: meta::FORMAT_VERSION,
-    };
-    let Some(bytes) = backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))? else {
-        if !backend.history_segments()?.is_empty() {
-            return Err(incompatible(0));
-        }
-        return backend.write(&mut initial_metadata(config));
-    };
-    let found = meta::decode_format_version(&bytes)?;
-    if !(meta::OLDEST_READABLE_FORMAT..=meta::FORMAT_VERSION).contains(&found) {
-        return Err(incompatible(found));
-    }
-    check_config(backend, config, path)?;
-    if found < meta::FORMAT_VERSION {
-        // Version 2 differs only in never deferring its metadata: the number is all there is
-        // to upgrade, and an older build then refuses the store.
-        backend.write(&mut WriteSet {
-            drop_segments: None,
-            writes: vec![(
-                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                Write::Put(meta::encode_format_version()),
-            )],
-        })?;
-    }
-    Ok(())
-}
-
-/// Fails with [`Error::IncompatibleConfig`] when the stored settings are not `config`'s.
-fn check_config(backend: &dyn Backend, config: StoreConfig, path: &Path) -> Result<()> {
-    let stored = backend
-        .get(&storage_key(META_SEGMENT, meta::CONFIG_KEY))?
-        .ok_or_else(|| Error::corrupt(backend.location(), "configuration entry is missing"))?;
-    let (retention, interval) = meta::decode_config(&stored)?;
-    for (setting, stored, requested) in [
-        (
-            "history_retention_ms",
-            retention,
-            config.history_retention_ms(),
-        ),
-        (
-            "segment_interval_ms",
-            interval,
-            config.segment_interval_ms(),
-        ),
-    ] {
-        if stored != requested {
-            return Err(Error::IncompatibleConfig {
-                path: path.to_owned(),
-                setting,
-                stored,
-                requested,
-            });
-        }
-    }
-    Ok(())
-}
-
-fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
-    let stream_time = match backend.get(&storage_key(META_SEGMENT, meta::STREAM_TIME_KEY))? {
-        Some(bytes) => meta::decode_stream_time(&bytes)?,
-        None => -1,
-    };
-    Ok(State {
-        config,
-        stream_time,
-        segments: Segments::from_ids(backend.history_segments()?),
-        latest_keys: None,
-    })
-}
-
 pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {
     let (ts_name, value_name) = match row {
         Some(_) => ("timestamps", "values"),

@@ -1,0 +1,246 @@
+//! Opening a store: a RocksDB directory (locked while open), a new in-memory store, or one
+//! restored from bytes; a new store's metadata is written, an existing one's format and
+//! configuration are checked, and the in-memory state is loaded from storage.
+
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+
+use super::VersionedStore;
+use super::metadata::Deferral;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::rocks::{RocksBackend, RocksOptions};
+use crate::backend::{Backend, Write, WriteSet};
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
+use crate::format::{history, meta};
+use crate::latest::LatestCache;
+use crate::overlay::Overlay;
+use crate::scan::pipe::OpenScans;
+use crate::segments::Segments;
+use crate::state::State;
+
+const LOCK_FILE: &str = "verstore.lock";
+
+impl VersionedStore {
+    /// Opens (creating if missing) a persistent store in directory `path`.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when the directory is open elsewhere; [`Error::IncompatibleConfig`] or
+    /// [`Error::IncompatibleFormat`] when the store on disk was created differently;
+    /// [`Error::Storage`] / [`Error::Io`] / [`Error::Corrupt`] for what RocksDB or the files say.
+    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self> {
+        Self::open_with(path, config, RocksOptions::default())
+    }
+
+    /// [`VersionedStore::open`] with explicit RocksDB options.
+    ///
+    /// # Errors
+    /// As [`VersionedStore::open`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        options: RocksOptions,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let io = |source| Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(path).map_err(io)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path.join(LOCK_FILE))
+            .map_err(io)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: path.to_owned(),
+                });
+            }
+            Err(TryLockError::Error(source)) => return Err(io(source)),
+        }
+        let backend = RocksBackend::open(path, options)?;
+        let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
+        store.lock = Some(lock);
+        store.recover_metadata()?;
+        let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
+        store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
+        store.load_latest_keys()?;
+        if options.wal {
+            store.deferral = Deferral::Allowed { marked: false };
+        } else {
+            store.buffer = Some(Overlay::default());
+            store.buffer_limit = options.write_buffer_bytes / 4;
+        }
+        Ok(store)
+    }
+
+    /// An in-memory store with the same semantics; its data is gone when it is dropped.
+    #[must_use]
+    pub fn in_memory(config: StoreConfig) -> Self {
+        let mut backend = MemoryBackend::default();
+        // A fresh map cannot fail to initialise.
+        let _ = backend.write(&mut initial_metadata(config));
+        Self {
+            backend: Box::new(backend),
+            cache: None,
+            buffer: None,
+            buffer_limit: 0,
+            state: State {
+                config,
+                stream_time: -1,
+                segments: Segments::default(),
+                latest_keys: None,
+            },
+            path: None,
+            spool: None,
+            lock: None,
+            scans: OpenScans::default(),
+            deferral: Deferral::Never,
+            failure: None,
+        }
+    }
+
+    /// Restores an in-memory store serialized by [`VersionedStore::to_bytes`], checking that
+    /// it was made with `config`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for bad framing or checksum; [`Error::IncompatibleConfig`] or
+    /// [`Error::IncompatibleFormat`] as for opening a store.
+    pub fn from_bytes(bytes: &[u8], config: StoreConfig) -> Result<Self> {
+        let entries = history::decode(bytes)?;
+        let backend =
+            MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
+        Self::from_backend(Box::new(backend), config, None)
+    }
+
+    fn from_backend(
+        mut backend: Box<dyn Backend>,
+        config: StoreConfig,
+        path: Option<PathBuf>,
+    ) -> Result<Self> {
+        prepare_metadata(
+            backend.as_mut(),
+            config,
+            path.as_deref().unwrap_or(Path::new("")),
+        )?;
+        let state = load_state(backend.as_ref(), config)?;
+        Ok(Self {
+            backend,
+            cache: None,
+            buffer: None,
+            buffer_limit: 0,
+            state,
+            path,
+            spool: None,
+            lock: None,
+            scans: OpenScans::default(),
+            deferral: Deferral::Never,
+            failure: None,
+        })
+    }
+}
+
+fn initial_metadata(config: StoreConfig) -> WriteSet {
+    WriteSet {
+        drop_segments: None,
+        writes: vec![
+            (
+                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
+                Write::Put(meta::encode_format_version()),
+            ),
+            (
+                storage_key(META_SEGMENT, meta::CONFIG_KEY),
+                Write::Put(meta::encode_config(
+                    config.history_retention_ms(),
+                    config.segment_interval_ms(),
+                )),
+            ),
+            (
+                storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
+                Write::Put(meta::encode_stream_time(-1)),
+            ),
+        ],
+    }
+}
+
+/// Writes a new store's metadata, or checks an existing store's format and configuration
+/// against `config` (and raises an older readable format's number to the current one).
+fn prepare_metadata(backend: &mut dyn Backend, config: StoreConfig, path: &Path) -> Result<()> {
+    let incompatible = |found| Error::IncompatibleFormat {
+        path: path.to_owned(),
+        found,
+        oldest: meta::OLDEST_READABLE_FORMAT,
+        supported: meta::FORMAT_VERSION,
+    };
+    let Some(bytes) = backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))? else {
+        if !backend.history_segments()?.is_empty() {
+            return Err(incompatible(0));
+        }
+        return backend.write(&mut initial_metadata(config));
+    };
+    let found = meta::decode_format_version(&bytes)?;
+    if !(meta::OLDEST_READABLE_FORMAT..=meta::FORMAT_VERSION).contains(&found) {
+        return Err(incompatible(found));
+    }
+    check_config(backend, config, path)?;
+    if found < meta::FORMAT_VERSION {
+        // Version 2 differs only in never deferring its metadata: the number is all there is
+        // to upgrade, and an older build then refuses the store.
+        backend.write(&mut WriteSet {
+            drop_segments: None,
+            writes: vec![(
+                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
+                Write::Put(meta::encode_format_version()),
+            )],
+        })?;
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::IncompatibleConfig`] when the stored settings are not `config`'s.
+fn check_config(backend: &dyn Backend, config: StoreConfig, path: &Path) -> Result<()> {
+    let stored = backend
+        .get(&storage_key(META_SEGMENT, meta::CONFIG_KEY))?
+        .ok_or_else(|| Error::corrupt(backend.location(), "configuration entry is missing"))?;
+    let (retention, interval) = meta::decode_config(&stored)?;
+    for (setting, stored, requested) in [
+        (
+            "history_retention_ms",
+            retention,
+            config.history_retention_ms(),
+        ),
+        (
+            "segment_interval_ms",
+            interval,
+            config.segment_interval_ms(),
+        ),
+    ] {
+        if stored != requested {
+            return Err(Error::IncompatibleConfig {
+                path: path.to_owned(),
+                setting,
+                stored,
+                requested,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
+    let stream_time = match backend.get(&storage_key(META_SEGMENT, meta::STREAM_TIME_KEY))? {
+        Some(bytes) => meta::decode_stream_time(&bytes)?,
+        None => -1,
+    };
+    Ok(State {
+        config,
+        stream_time,
+        segments: Segments::from_ids(backend.history_segments()?),
+        latest_keys: None,
+    })
+}

@@ -1,0 +1,80 @@
+//! Running a call as one transaction: on the write buffer, or written to storage at its end.
+
+use super::VersionedStore;
+use crate::error::Result;
+use crate::spool::Log;
+use crate::txn::Txn;
+use crate::view::reader::Reader;
+
+impl VersionedStore {
+    /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
+    /// On any error nothing is written and the in-memory state (stream time, live segments)
+    /// is as before. So too on a panic, which pyo3 raises in Python as an exception after
+    /// which the store is used on: the panic goes on once the state is restored (and the
+    /// transaction, dropped unfinished, has rolled back the write buffer).
+    pub(crate) fn transaction<T>(
+        &mut self,
+        work: impl FnOnce(&mut Txn<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let before = self.state.clone();
+        let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
+        match std::panic::catch_unwind(run) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
+                self.state = before;
+                Err(error)
+            }
+            Err(panic) => {
+                self.state = before;
+                std::panic::resume_unwind(panic)
+            }
+        }
+    }
+
+    fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        self.check_usable()?;
+        // A full buffer is written before the call's transaction runs on it, so a failed write
+        // fails the call before any of its work. The buffer may outgrow its bound by one call.
+        if self
+            .buffer
+            .as_ref()
+            .is_some_and(|b| b.bytes() > self.buffer_limit)
+        {
+            self.write_buffer()?;
+        }
+        let Some(buffer) = &mut self.buffer else {
+            let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
+            let mut txn = Txn::begin(reader, &mut self.state);
+            txn.log = self.spool.is_some().then(Log::default);
+            let value = work(&mut txn)?;
+            let (mut writes, log) = txn.finish();
+            let marks = self.defer_metadata_of(&mut writes);
+            writes.write_to(
+                self.backend.as_mut(),
+                self.cache.as_ref(),
+                self.state.stream_time,
+            )?;
+            if marks {
+                self.note_marked();
+            }
+            self.record(log.as_ref());
+            return Ok(value);
+        };
+        // The transaction runs on the buffer itself, so its reads go straight to storage.
+        let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
+        let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
+        txn.log = self.spool.is_some().then(Log::default);
+        let value = work(&mut txn);
+        let log = txn.finish_on_buffer(value.is_ok());
+        let value = value?;
+        self.record(log.as_ref());
+        Ok(value)
+    }
+
+    /// Appends a committed transaction's log to the spool, when recording.
+    fn record(&mut self, log: Option<&Log>) {
+        if let (Some(spool), Some(log)) = (&mut self.spool, log) {
+            spool.append(log);
+        }
+    }
+}
