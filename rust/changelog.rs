@@ -18,6 +18,10 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{BinaryArray, Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
 use crate::format::changelog::{
@@ -190,6 +194,34 @@ pub fn read_changelog_header(bytes: &[u8], location: &str) -> Result<ChangelogHe
 /// [`Error::Corrupt`] naming `location` for any truncation, checksum or count mismatch.
 pub fn verify_changelog(bytes: &[u8], location: &str) -> Result<ChangelogHeader> {
     changelog::decode(bytes, location).map(|(header, _)| header)
+}
+
+/// The change feed of one changelog file: its header and its records, verified as
+/// [`verify_changelog`] does, as one Arrow batch in the order the writes were applied:
+/// `key` (binary), `value` (binary, null for a tombstone) and `timestamp` (int64).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming `location` for any truncation, checksum or count mismatch.
+pub fn read_changelog(bytes: &[u8], location: &str) -> Result<(ChangelogHeader, RecordBatch)> {
+    let (header, records) = changelog::decode(bytes, location)?;
+    let keys = BinaryArray::from_iter_values(records.iter().map(|r| r.key));
+    let values: BinaryArray = records.iter().map(|r| r.value).collect();
+    let times = Int64Array::from_iter_values(records.iter().map(|r| r.timestamp));
+    let batch = RecordBatch::try_new(
+        changes_schema(),
+        vec![Arc::new(keys), Arc::new(values), Arc::new(times)],
+    )
+    .map_err(|e| Error::corrupt(location, format!("cannot build its records' batch: {e}")))?;
+    Ok((header, batch))
+}
+
+/// The schema of [`read_changelog`]'s batch.
+fn changes_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Binary, false),
+        Field::new("value", DataType::Binary, true),
+        Field::new("timestamp", DataType::Int64, false),
+    ]))
 }
 
 impl VersionedStore {

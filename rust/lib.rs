@@ -34,7 +34,7 @@ mod python;
 #[doc(hidden)]
 pub use backend::faults::fail_storage_writes;
 pub use backend::rocks::RocksOptions;
-pub use changelog::{read_changelog_header, verify_changelog};
+pub use changelog::{read_changelog, read_changelog_header, verify_changelog};
 pub use config::{StoreConfig, default_segment_interval_ms};
 pub use error::{Error, Result};
 pub use format::changelog::{AttemptId, ChangelogHeader, HEADER_LEN as CHANGELOG_HEADER_LEN};

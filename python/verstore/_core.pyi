@@ -627,6 +627,18 @@ def verify_changelog(data: bytes, name: str = "changelog") -> ChangelogHeader:
         CorruptionError: Naming ``name``.
     """
 
+def read_changelog(data: bytes, name: str = "changelog") -> tuple[ChangelogHeader, pa.RecordBatch]:
+    """A whole changelog file's header and records, verified as :func:`verify_changelog` does.
+
+    Returns:
+        The header, and the accepted writes in the order they were applied: a batch of ``key``
+        (binary), ``value`` (binary, null for a tombstone) and ``timestamp`` (int64). The GIL
+        is released while decoding.
+
+    Raises:
+        CorruptionError: Naming ``name``.
+    """
+
 class VerstoreError(Exception):
     """Root of verstore's errors."""
 
@@ -671,6 +683,7 @@ __all__ = [
     "decode_rows",
     "default_segment_interval_ms",
     "encode_rows",
+    "read_changelog",
     "read_changelog_header",
     "verify_changelog",
 ]

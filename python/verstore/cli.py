@@ -1,4 +1,4 @@
-"""The operator CLI: ``verstore inspect|get|scan|verify URI`` (also ``python -m verstore``).
+"""The operator CLI: ``verstore inspect|get|scan|changes|verify URI`` (also ``python -m verstore``).
 
 ``URI`` is a checkpoint root (holding one directory per store) or one store's directory, as a
 local path or a ``pyarrow.fs`` URI; ``--storage-option key=value`` configures the filesystem.
@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from verstore.changes import changes_schema, read_changes
 from verstore.checkpoint import LineageFiles, read_settings
 from verstore.checkpoint.survey import (
     find_lineages,
@@ -169,8 +170,6 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     """A store's state (each key as of a time, or every version) as a table or Parquet."""
-    import pyarrow as pa
-
     loc = Location.resolve(args.uri, _options(args.storage_option))
     name, root = _one_store(loc, args)
     lineage = _lineage(root, name, args.lineage)
@@ -194,7 +193,36 @@ def cmd_scan(args: argparse.Namespace) -> int:
             prefix=prefix,
         )
     )
-    schema = output_schema(settings.columns)
+    return _emit(batches, output_schema(settings.columns), args)
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    """What each micro-batch wrote (the change feed), as a table or Parquet."""
+    loc = Location.resolve(args.uri, _options(args.storage_option))
+    name, root = _one_store(loc, args)
+    lineage = _lineage(root, name, args.lineage)
+    ref, settings = resolve(root, name, lineage.lineage)
+    if (
+        args.from_batch is not None
+        and args.to_batch is not None
+        and args.from_batch > args.to_batch
+    ):
+        raise ValueError(f"--from-batch {args.from_batch} is after --to-batch {args.to_batch}")
+    partitions = lineage.partitions() if args.partition is None else [args.partition]
+    batches = (
+        batch
+        for p in partitions
+        for batch in read_changes(
+            ref, settings, p, from_batch=args.from_batch, to_batch=args.to_batch
+        )
+    )
+    return _emit(batches, changes_schema(settings.columns), args)
+
+
+def _emit(batches: Iterator[Any], schema: Any, args: argparse.Namespace) -> int:
+    """Rows to ``--parquet FILE``, or the first ``--limit`` as a table on stdout."""
+    import pyarrow as pa
+
     if args.parquet:
         import pyarrow.parquet as pq
 
@@ -284,6 +312,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
     p.add_argument("--parquet", default=None, metavar="FILE", help="write every row to FILE")
     p.set_defaults(fn=cmd_scan)
+    p = sub.add_parser("changes", help="what each micro-batch wrote: the change feed")
+    common(p)
+    p.add_argument("--partition", type=int, default=None, help="default: every partition")
+    p.add_argument("--from-batch", type=int, default=None, help="default: the oldest kept")
+    p.add_argument("--to-batch", type=int, default=None, help="inclusive; default: the newest")
+    p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
+    p.add_argument("--parquet", default=None, metavar="FILE", help="write every row to FILE")
+    p.set_defaults(fn=cmd_changes)
     p = sub.add_parser("verify", help="checksums and the version chain")
     common(p)
     p.add_argument("--deep", action="store_true", help="also checksum every SST file")

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
+use pyo3_arrow::PyRecordBatch;
 
 use super::errors::to_py;
 use super::store::PyVersionedStore;
@@ -112,10 +113,25 @@ fn verify_changelog(
         .map_err(to_py)
 }
 
+/// A whole changelog file's header and records (verified), as `(header, pyarrow.RecordBatch)`.
+#[pyfunction]
+#[pyo3(signature = (data, name = "changelog"))]
+fn read_changelog<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    name: &str,
+) -> PyResult<(PyChangelogHeader, Bound<'py, PyAny>)> {
+    let (header, batch) = py
+        .detach(|| crate::read_changelog(&data, name))
+        .map_err(to_py)?;
+    Ok((PyChangelogHeader(header), PyRecordBatch::new(batch).into_pyarrow(py)?))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CHANGELOG_HEADER_LEN", crate::CHANGELOG_HEADER_LEN)?;
     m.add_class::<PyChangelogHeader>()?;
     m.add_function(wrap_pyfunction!(read_changelog_header, m)?)?;
     m.add_function(wrap_pyfunction!(verify_changelog, m)?)?;
+    m.add_function(wrap_pyfunction!(read_changelog, m)?)?;
     Ok(())
 }

@@ -170,3 +170,53 @@ def test_bad_requests_name_the_problem(spark: Any, written: Any) -> None:
         verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), prefix=(1,), start=(1,))
     with pytest.raises(ValueError, match="a key bound has 1 to 2 values"):
         verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), prefix=(1, "a", 3))
+
+
+def test_the_change_feed_replays_into_each_versions_state(spark: Any, written: Any) -> None:
+    """``changes=True``: each micro-batch's accepted writes. Applied in order to an empty table,
+    batch by batch, they give the state of each version (the oracle's), and each comes from a
+    table row of its own micro-batch."""
+    root, batches = written
+    df = verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), changes=True)
+    assert df.columns == [
+        "batch_id", "partition", "change_seq", "change_type", *KEY, "price", "currency", "seq",
+        "valid_from",
+    ]  # fmt: skip
+    rows = sorted(df.toArrow().to_pylist(), key=lambda r: (r["batch_id"], r["partition"]))
+    assert {r["batch_id"] for r in rows} == set(range(len(batches)))
+    state: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+    for b, batch in enumerate(batches):
+        table_rows = {(*(t[c] for c in KEY), ms(t["valid_from"])) for t in batch.table}
+        for r in (r for r in rows if r["batch_id"] == b):
+            key = tuple(r[c] for c in KEY)
+            assert (*key, r["valid_from"]) in table_rows
+            assert r["change_type"] == "put"
+            state.setdefault(key, {})[r["valid_from"]] = r
+        replayed = sorted(
+            (*key, v[t]["price"], v[t]["currency"], t) for key, v in state.items() for t in v
+        )
+        model = table_model(batches[: b + 1])
+        want = sorted(
+            (*key, m["price"], m["currency"], m["valid_from"])
+            for key, versions in model.items()
+            for m in versions
+        )
+        assert replayed == want, b
+    some = verstore.spark.read_store(
+        spark, "asof", checkpoint_root=str(root), changes=True, from_batch=1, to_batch=2
+    )
+    assert sorted(r["batch_id"] for r in some.toArrow().to_pylist()) == sorted(
+        r["batch_id"] for r in rows if 1 <= r["batch_id"] <= 2
+    )
+
+
+def test_the_change_feed_refuses_state_arguments(spark: Any, written: Any) -> None:
+    root, _ = written
+    with pytest.raises(ValueError, match=r"as_of.*cannot be combined"):
+        verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), changes=True, as_of=5)
+    with pytest.raises(ValueError, match="from_batch and to_batch go with changes=True"):
+        verstore.spark.read_store(spark, "asof", checkpoint_root=str(root), from_batch=1)
+    with pytest.raises(ValueError, match=r"from_batch \(3\) is after to_batch \(1\)"):
+        verstore.spark.read_store(
+            spark, "asof", checkpoint_root=str(root), changes=True, from_batch=3, to_batch=1
+        )

@@ -1,5 +1,5 @@
 """``read_store``: a store's committed state as a batch DataFrame, for debugging, backfills and
-audits ("every price as of 10:00").
+audits ("every price as of 10:00"), or its change feed ("what did micro-batch 41 write").
 
 A Spark Python data source (``spark.read.format("verstore")``), one input partition per store
 partition: each task rebuilds its partition at the requested version from the checkpoint into a
@@ -22,6 +22,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from verstore.changes import changes_schema, read_changes
 from verstore.reader import NEWEST, encode_key, output_schema, read_partition, resolve
 from verstore.spark._conf import StorageCredentials, split_options
 
@@ -43,8 +44,11 @@ def read_store(
     start: Any = None,
     end: Any = None,
     prefix: Any = None,
+    changes: bool = False,
+    from_batch: int | None = None,
+    to_batch: int | None = None,
 ) -> Any:
-    """A store's committed state as a (batch) DataFrame.
+    """A store's committed state, or with ``changes`` its change feed, as a (batch) DataFrame.
 
     Without ``history``: one row per key, its version valid at ``as_of`` (default: the newest),
     as ``get(key, as_of=...)`` answers. With ``history``: every stored version whose validity
@@ -70,6 +74,13 @@ def read_store(
         start: The smallest key to read (inclusive): a tuple of key column values or raw bytes.
         end: The key to stop before (exclusive), likewise.
         prefix: Only keys beginning with these key column values (a prefix of the key columns).
+        changes: Instead of the state, what each micro-batch wrote (``verstore.changes``): one
+            row per accepted write of micro-batches ``from_batch`` to ``to_batch``, with
+            ``batch_id``, ``partition``, ``change_seq`` (its order in the batch),
+            ``change_type`` (``put`` or ``delete``), the key and value columns and
+            ``valid_from`` (the write's time).
+        from_batch: With ``changes``: the first micro-batch (default: the oldest kept).
+        to_batch: With ``changes``: the last micro-batch, inclusive (default: the newest).
 
     Raises:
         ValueError: Bad arguments, or several lineages and no ``query_id``.
@@ -83,16 +94,14 @@ def read_store(
             raise ValueError("checkpoint_root: none given and verstore.spark.configure not called")
         if storage_options is None:
             storage_options = session_storage_options(spark)
-    if history and as_of is not None:
-        raise ValueError("as_of reads one version per key; with history=True use from_time/to_time")
-    if not history and (from_time is not None or to_time is not None):
-        raise ValueError("from_time and to_time go with history=True; use as_of for one version")
-    if prefix is not None and (start is not None or end is not None):
-        raise ValueError("prefix cannot be combined with start or end")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise TypeError(f"version must be an int, got {version!r}")
-    if version is not None and version < 0:
-        raise ValueError(f"version must be >= 0, got {version}")
+    state_args = {"version": version, "as_of": as_of, "history": history, "from_time": from_time}
+    state_args |= {"to_time": to_time, "start": start, "end": end, "prefix": prefix}
+    if changes:
+        _check_change_args(state_args, from_batch, to_batch)
+    else:
+        _check_state_args(history, as_of, from_time, to_time, start, end, prefix, version)
+        if from_batch is not None or to_batch is not None:
+            raise ValueError("from_batch and to_batch go with changes=True")
     ref, settings = resolve(checkpoint_root, store, query_id, storage_options)
     public, hidden = split_options(dict(storage_options or {}))
     request = {
@@ -109,6 +118,7 @@ def read_store(
         "end": _hex(encode_key(settings.columns, end)),
         "prefix": _hex(encode_key(settings.columns, prefix)),
         "partitions": ref.files.partitions(),
+        "changes": {"from_batch": from_batch, "to_batch": to_batch} if changes else None,
     }
     source: type[VerstoreDataSource] = VerstoreDataSource
     if hidden:
@@ -124,6 +134,45 @@ def read_store(
         )
     spark.dataSource.register(source)
     return spark.read.format(FORMAT).option("request", json.dumps(request)).load()
+
+
+def _check_state_args(
+    history: bool,
+    as_of: Any,
+    from_time: Any,
+    to_time: Any,
+    start: Any,
+    end: Any,
+    prefix: Any,
+    version: Any,
+) -> None:
+    if history and as_of is not None:
+        raise ValueError("as_of reads one version per key; with history=True use from_time/to_time")
+    if not history and (from_time is not None or to_time is not None):
+        raise ValueError("from_time and to_time go with history=True; use as_of for one version")
+    if prefix is not None and (start is not None or end is not None):
+        raise ValueError("prefix cannot be combined with start or end")
+    _check_count(version, "version")
+
+
+def _check_change_args(state_args: Mapping[str, Any], from_batch: Any, to_batch: Any) -> None:
+    given = [k for k, v in state_args.items() if v is not None and v is not False]
+    if given:
+        raise ValueError(
+            f"changes=True reads the change feed between from_batch and to_batch; "
+            f"{', '.join(given)} read the state and cannot be combined with it"
+        )
+    _check_count(from_batch, "from_batch")
+    _check_count(to_batch, "to_batch")
+    if from_batch is not None and to_batch is not None and from_batch > to_batch:
+        raise ValueError(f"from_batch ({from_batch}) is after to_batch ({to_batch})")
+
+
+def _check_count(value: Any, name: str) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value is not None and value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
 
 
 def _ms(value: int | datetime | None, name: str) -> int | None:
@@ -163,6 +212,8 @@ class VerstoreDataSource(DataSource):
         _, settings = resolve(
             request["root"], request["store"], request["lineage"], self._options(request)
         )
+        if request.get("changes") is not None:
+            return from_arrow_schema(changes_schema(settings.columns))
         return from_arrow_schema(output_schema(settings.columns))
 
     def reader(self, schema: Any) -> DataSourceReader:
@@ -187,6 +238,10 @@ class _StoreReader(DataSourceReader):
         r = self.request
         options = self.storage_options.options
         ref, settings = resolve(r["root"], r["store"], r["lineage"], options)
+        if r.get("changes") is not None:
+            bounds = r["changes"]
+            yield from read_changes(ref, settings, partition.value, **bounds)
+            return
         yield from read_partition(
             ref,
             settings,
