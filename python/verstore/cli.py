@@ -279,52 +279,53 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _command(sub: Any, name: str, fn: Any, help: str) -> argparse.ArgumentParser:
+    """A subcommand with the arguments every command takes."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    p.add_argument("uri", help="checkpoint root or store directory (path or URI)")
+    p.add_argument("--store", help="store name (when the root holds several)")
+    p.add_argument("--lineage", help="lineage: the query id (when a store holds several)")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(fn=fn)
+    return p
+
+
+def _rows_out(p: argparse.ArgumentParser) -> None:
+    """The arguments of a command that lists rows: which partitions, how many, where."""
+    p.add_argument("--partition", type=int, default=None, help="default: every partition")
+    p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
+    p.add_argument("--parquet", default=None, metavar="FILE", help="write every row to FILE")
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verstore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("uri", help="checkpoint root or store directory (path or URI)")
-        p.add_argument("--store", help="store name (when the root holds several)")
-        p.add_argument("--lineage", help="lineage: the query id (when a store holds several)")
-        p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
-
-    p = sub.add_parser("inspect", help="stores, partitions, versions, snapshots, sizes")
-    common(p)
-    p.set_defaults(fn=cmd_inspect)
-    p = sub.add_parser("get", help="read a key from a durable version")
-    common(p)
+    _command(sub, "inspect", cmd_inspect, "stores, partitions, versions, snapshots, sizes")
+    p = _command(sub, "get", cmd_get, "read a key from a durable version")
     p.add_argument("--partition", type=int, required=True)
     p.add_argument("--version", type=int, default=None, help="default: the newest")
     p.add_argument("--as-of", type=int, default=None)
     p.add_argument("--hex", action="store_true", help="KEY and the printed value are hex")
     p.add_argument("key")
-    p.set_defaults(fn=cmd_get)
-    p = sub.add_parser("scan", help="a store's state as a table or Parquet: keys as of a time")
-    common(p)
-    p.add_argument("--partition", type=int, default=None, help="default: every partition")
+    p = _command(sub, "scan", cmd_scan, "a store's state as a table or Parquet: keys as of a time")
+    _rows_out(p)
     p.add_argument("--version", type=int, default=None, help="default: the newest")
     p.add_argument("--as-of", type=int, default=None, help="each key's version valid then (ms)")
     p.add_argument("--history", action="store_true", help="every version, not one per key")
     p.add_argument("--from", dest="from_time", type=int, default=None, help="with --history")
     p.add_argument("--to", dest="to_time", type=int, default=None, help="with --history")
     p.add_argument("--prefix", default=None, help="only keys starting with these hex bytes")
-    p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
-    p.add_argument("--parquet", default=None, metavar="FILE", help="write every row to FILE")
-    p.set_defaults(fn=cmd_scan)
-    p = sub.add_parser("changes", help="what each micro-batch wrote: the change feed")
-    common(p)
-    p.add_argument("--partition", type=int, default=None, help="default: every partition")
+    p = _command(sub, "changes", cmd_changes, "what each micro-batch wrote: the change feed")
+    _rows_out(p)
     p.add_argument("--from-batch", type=int, default=None, help="default: the oldest kept")
     p.add_argument("--to-batch", type=int, default=None, help="inclusive; default: the newest")
-    p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
-    p.add_argument("--parquet", default=None, metavar="FILE", help="write every row to FILE")
-    p.set_defaults(fn=cmd_changes)
-    p = sub.add_parser("verify", help="checksums and the version chain")
-    common(p)
+    p = _command(sub, "verify", cmd_verify, "checksums and the version chain")
     p.add_argument("--deep", action="store_true", help="also checksum every SST file")
-    p.set_defaults(fn=cmd_verify)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         return int(args.fn(args))
     except _Failed as e:
