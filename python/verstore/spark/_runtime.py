@@ -98,46 +98,33 @@ def partition_stores(
         yield from _partition_stores(conf, specs, num_partitions, spill or own_spill)
 
 
-def _partition_stores(
-    conf: TaskConf, specs: Mapping[str, StoreSpec], num_partitions: int | None, spill: SpillArea
-) -> Iterator[PartitionContext]:
-    options = CheckpointOptions(
-        snapshot_interval=conf.snapshot_interval,
-        min_versions_to_retain=conf.min_versions_to_retain,
-        lock_timeout_s=conf.lock_timeout_s,
+def _open_one(
+    conf: TaskConf, name: str, spec: StoreSpec, num_partitions: int | None, stores: int
+) -> PartitionStore:
+    """Store ``name`` of the task's partition, open at the task's micro-batch."""
+    return PartitionStore.open(
+        conf.checkpoint_root,
+        name,
+        conf.partition,
+        conf.batch_id,
+        conf.local_dir,
+        history_retention_ms=spec.history_retention_ms,
+        segment_interval_ms=spec.segment_interval_ms,
+        lineage=conf.query_id,
+        storage_options=conf.storage_options,
+        options=CheckpointOptions(
+            snapshot_interval=conf.snapshot_interval,
+            min_versions_to_retain=conf.min_versions_to_retain,
+            lock_timeout_s=conf.lock_timeout_s,
+        ),
+        num_partitions=num_partitions,
+        columns=spec.columns,
+        memory_limit_mb=conf.store_memory_mb(stores),
     )
-    opened: dict[str, PartitionStore] = {}
-    metrics = TaskMetrics()
-    try:
-        for name, spec in specs.items():
-            opened[name] = PartitionStore.open(
-                conf.checkpoint_root,
-                name,
-                conf.partition,
-                conf.batch_id,
-                conf.local_dir,
-                history_retention_ms=spec.history_retention_ms,
-                segment_interval_ms=spec.segment_interval_ms,
-                lineage=conf.query_id,
-                storage_options=conf.storage_options,
-                options=options,
-                num_partitions=num_partitions,
-                columns=spec.columns,
-                memory_limit_mb=conf.store_memory_mb(len(specs)),
-            )
-            metrics.opened(opened[name])
-        yield PartitionContext(
-            stores={name: p.store for name, p in opened.items()},
-            batch_id=conf.batch_id,
-            partition=conf.partition,
-            rebuilt={name: p.rebuilt for name, p in opened.items()},
-            spill=spill,
-            metrics=metrics,
-        )
-    except BaseException:
-        for p in opened.values():
-            p.abort()
-        raise
+
+
+def _commit_all(opened: Mapping[str, PartitionStore], metrics: TaskMetrics) -> None:
+    """Commits every store (their sizes measured first); on a failure, releases the rest."""
     try:
         for p in opened.values():
             # The commit's flush, done first so that the size counts this batch's writes.
@@ -151,10 +138,84 @@ def _partition_stores(
         for p in opened.values():  # release the stores not committed yet (no-op for the others)
             p.abort()
         raise
+
+
+def _partition_stores(
+    conf: TaskConf, specs: Mapping[str, StoreSpec], num_partitions: int | None, spill: SpillArea
+) -> Iterator[PartitionContext]:
+    opened: dict[str, PartitionStore] = {}
+    metrics = TaskMetrics()
+    try:
+        for name, spec in specs.items():
+            opened[name] = _open_one(conf, name, spec, num_partitions, len(specs))
+            metrics.opened(opened[name])
+        yield PartitionContext(
+            stores={name: p.store for name, p in opened.items()},
+            batch_id=conf.batch_id,
+            partition=conf.partition,
+            rebuilt={name: p.rebuilt for name, p in opened.items()},
+            spill=spill,
+            metrics=metrics,
+        )
+    except BaseException:
+        for p in opened.values():
+            p.abort()
+        raise
+    _commit_all(opened, metrics)
     _maybe_fail_after_commit()
 
 
 _open_stores = contextmanager(_partition_stores)
+
+
+def _nullable_schema(schema: Any) -> Any:
+    """The output schema with every column nullable: the metrics row (see _metrics) is null
+    in all of them."""
+    from pyspark.sql import types as T
+
+    if isinstance(schema, str):
+        schema = T._parse_datatype_string(schema)
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
+
+
+def _task(
+    df: Any,
+    specs: dict[str, StoreSpec],
+    num_partitions: int,
+    fn: PartitionFn,
+    user: Any,
+    name: str,
+    progress: bool,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function each task runs: the partition function between the stores' open and
+    commit, its output held until the commit, then the metrics row."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    # configure()'s secret storage options ride in ``run``'s pickled closure, never in a conf.
+    credentials = plan_credentials(df.sparkSession)
+    out_arrow = to_arrow_schema(user, timezone="UTC")
+    accumulator = _metrics.accumulator(df.sparkSession, name)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        conf = TaskConf.current(credentials)
+        with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
+            output = RowBuffer(spill, share=0.25)
+            with _open_stores(conf, specs, num_partitions, spill) as ctx:
+                source = _Input(batches)
+                for batch in fn(ctx, source):
+                    output.add(batch)
+                source.require_exhausted()
+            if progress:
+                for batch in output.batches():
+                    yield _metrics.with_null_metrics(batch)
+                yield _metrics.metrics_row(out_arrow, ctx.partition, ctx.metrics)
+            else:
+                yield from output.batches()
+            accumulator.add(
+                [{"batch_id": ctx.batch_id, "partition": ctx.partition, **ctx.metrics.as_dict()}]
+            )
+
+    return run
 
 
 def _maybe_fail_after_commit() -> None:
@@ -226,43 +287,15 @@ def map_partitions_with_stores(
         or num_partitions < 1
     ):
         raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
-    # configure()'s secret storage options ride in ``run``'s pickled closure, never in a conf.
-    credentials = plan_credentials(df.sparkSession)
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     specs = dict(stores)
-    if isinstance(schema, str):
-        schema = T._parse_datatype_string(schema)
-    # Every column nullable: the metrics row (see _metrics) is null in all of them.
-    user = T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
-    out_arrow = to_arrow_schema(user, timezone="UTC")
+    user = _nullable_schema(schema)
     name = "verstore." + "+".join(specs)
-    accumulator = _metrics.accumulator(df.sparkSession, name)
     # Spark's observe() costs every output row (docs/spark.md, metrics): it can be turned off.
     progress = progress_metrics_enabled(df.sparkSession)
-
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        conf = TaskConf.current(credentials)
-        with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
-            output = RowBuffer(spill, share=0.25)
-            with _open_stores(conf, specs, num_partitions, spill) as ctx:
-                source = _Input(batches)
-                for batch in fn(ctx, source):
-                    output.add(batch)
-                source.require_exhausted()
-            if progress:
-                for batch in output.batches():
-                    yield _metrics.with_null_metrics(batch)
-                yield _metrics.metrics_row(out_arrow, ctx.partition, ctx.metrics)
-            else:
-                yield from output.batches()
-            accumulator.add(
-                [{"batch_id": ctx.batch_id, "partition": ctx.partition, **ctx.metrics.as_dict()}]
-            )
-
+    run = _task(df, specs, num_partitions, fn, user, name, progress)
     shuffled = df.repartition(num_partitions, *keys)
     if not progress:
         return shuffled.mapInArrow(run, user)
-    with_metrics = user.add(_metrics.METRICS, _metrics.spark_type(), True)
+    # A copy: StructType.add changes the schema it is called on.
+    with_metrics = type(user)(list(user.fields)).add(_metrics.METRICS, _metrics.spark_type(), True)
     return _metrics.observed(shuffled.mapInArrow(run, with_metrics), name)
