@@ -124,7 +124,10 @@ fn read_changelog<'py>(
     let (header, batch) = py
         .detach(|| crate::read_changelog(&data, name))
         .map_err(to_py)?;
-    Ok((PyChangelogHeader(header), PyRecordBatch::new(batch).into_pyarrow(py)?))
+    Ok((
+        PyChangelogHeader(header),
+        PyRecordBatch::new(batch).into_pyarrow(py)?,
+    ))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
