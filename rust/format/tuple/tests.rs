@@ -552,25 +552,21 @@ fn cmp(a: &Val, b: &Val) -> Ordering {
     }
 }
 
-fn canonical32(x: f32) -> f32 {
-    if x.is_nan() {
-        f32::from_bits(0x7FC0_0000)
-    } else if x == 0.0 {
-        0.0
-    } else {
-        x
-    }
+/// A float as the encoding keeps it: one NaN, no negative zero.
+macro_rules! canonical {
+    ($($name:ident: $t:ty, $nan:expr);*) => {$(
+        fn $name(x: $t) -> $t {
+            if x.is_nan() {
+                <$t>::from_bits($nan)
+            } else if x == 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+    )*};
 }
-
-fn canonical64(x: f64) -> f64 {
-    if x.is_nan() {
-        f64::from_bits(0x7FF8_0000_0000_0000)
-    } else if x == 0.0 {
-        0.0
-    } else {
-        x
-    }
-}
+canonical!(canonical32: f32, 0x7FC0_0000; canonical64: f64, 0x7FF8_0000_0000_0000);
 
 /// The value decoding returns.
 fn canonical(v: &Val) -> Val {
