@@ -19,6 +19,9 @@ import pytest
 import verstore
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from verstore._core import TUPLE_ENCODING
+from verstore.checkpoint import ColumnLayout, StoreSettings
+from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _spill
 from verstore.spark._kernels import whole_runs
 from verstore.spark._runtime import PartitionContext
@@ -148,7 +151,7 @@ def arrow_peak() -> Iterator[Callable[[], int]]:
 
 def run_partition(
     fn: Callable[[PartitionContext, Iterator[Any]], Iterator[Any]],
-    store: str,
+    store: tuple[str, pa.Schema],
     batches: Callable[[], Iterator[pa.RecordBatch]],
     budget: int,
     tmp: Path,
@@ -156,9 +159,14 @@ def run_partition(
     """The output rows of one micro-batch (sorted: their order follows the chunks), pyarrow's
     peak bytes, and the bytes spilled. The input is made batch by batch, as Spark hands it
     over, so that it is not counted whole."""
-    opened = {store: verstore.VersionedStore.in_memory(history_retention_ms=1_000)}
+    name, values = store
+    opened = {name: verstore.VersionedStore.in_memory(history_retention_ms=1_000)}
+    layout = ColumnLayout.of(TUPLE_ENCODING, pa.schema([("k", pa.binary())]), values)
+    codecs = {name: ValueCodec(StoreSettings(1_000, None, None, layout))}
     with SpillArea(tmp, budget) as area, arrow_peak() as peak:
-        ctx = PartitionContext(stores=opened, batch_id=0, partition=0, rebuilt={}, spill=area)
+        ctx = PartitionContext(
+            stores=opened, batch_id=0, partition=0, rebuilt={}, spill=area, codecs=codecs
+        )
         out = [r for batch in fn(ctx, batches()) for r in batch.to_pylist()]
         return sorted(out, key=repr), peak(), area.spilled_bytes
 
@@ -170,7 +178,7 @@ SLACK = 2  # the sort's share (0.4) and its transient copies stay within twice t
 
 def assert_bounded_and_same(
     fn: Callable[[PartitionContext, Iterator[Any]], Iterator[Any]],
-    store: str,
+    store: tuple[str, pa.Schema],
     batches: Callable[[], Iterator[pa.RecordBatch]],
     tmp: Path,
 ) -> None:
@@ -211,9 +219,9 @@ def test_a_hot_key_at_one_time_stays_within_the_budget_in_latest_by_timestamp(
     fn = _LatestPartition(
         store="latest", keys=["__vs_k0"], time_col="t", values=["v"], deletes=None,
         emit="changes", previous=True, out_names=["__vs_k0", "t", "v", "change", "previous_v"],
-        value_schema=pa.schema([pa.field("v", pa.string())]),
     )  # fmt: skip
-    assert_bounded_and_same(fn, "latest", hot_updates(LATEST_SCHEMA, row), tmp_path)
+    store = ("latest", pa.schema([pa.field("v", pa.string())]))
+    assert_bounded_and_same(fn, store, hot_updates(LATEST_SCHEMA, row), tmp_path)
 
 
 ASOF_SCHEMA = pa.schema(
@@ -242,9 +250,9 @@ def test_a_hot_key_at_one_time_stays_within_the_budget_in_asof_join(tmp_path: Pa
     fn = _AsofPartition(
         store="asof", keys=["__vs_k0"], stream_cols=["__vs_s0"], values=["__vs_v0"],
         tie_breakers=[], out_names=["order", "price", "from", "to"], inner=False,
-        stored_schema=pa.schema([ASOF_SCHEMA.field("__vs_v0")]),
     )  # fmt: skip
-    assert_bounded_and_same(fn, "asof", hot_updates(ASOF_SCHEMA, row), tmp_path)
+    store = ("asof", pa.schema([ASOF_SCHEMA.field("__vs_v0")]))
+    assert_bounded_and_same(fn, store, hot_updates(ASOF_SCHEMA, row), tmp_path)
 
 
 def test_whole_runs_holds_back_only_the_ends_of_a_run_longer_than_a_chunk() -> None:

@@ -21,6 +21,7 @@ from verstore._core import read_changelog
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings
+from verstore.checkpoint.values import ValueCodec
 from verstore.exceptions import CorruptionError, MissingVersionError
 from verstore.reader import PARTITION, StoreRef
 
@@ -105,11 +106,11 @@ def read_changes(
         named = (commit.ref.version, commit.ref.attempt, commit.parent.attempt)
         if (header.version, header.attempt, header.parent_attempt) != named:
             raise CorruptionError(f"corrupt data in {where}: its header names another commit")
-        yield _decode(records, settings.columns, commit.ref.version - 1, partition, schema)
+        yield _decode(records, settings, commit.ref.version - 1, partition, schema)
 
 
 def _decode(
-    records: Any, columns: ColumnLayout | None, batch_id: int, partition: int, schema: Any
+    records: Any, settings: StoreSettings, batch_id: int, partition: int, schema: Any
 ) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -118,13 +119,12 @@ def _decode(
 
     n = records.num_rows
     values = records.column("value")
-    if columns is None:
+    if settings.columns is None:
         stored = [records.column("key"), values]
     else:
-        key_schema, value_schema = columns.schemas()
         stored = [
-            *decode_rows(records.column("key"), key_schema).columns,
-            *decode_rows(values, value_schema).columns,
+            *decode_rows(records.column("key"), settings.columns.schemas()[0]).columns,
+            *ValueCodec(settings).decode(values).columns,
         ]
     head = [
         pa.array([batch_id] * n, pa.int64()),

@@ -20,6 +20,7 @@ from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, LineageFiles, PartitionStore, read_settings
 from verstore.checkpoint.layout import MAX_VERSION, lineages
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings
+from verstore.checkpoint.values import ValueCodec
 from verstore.exceptions import MissingVersionError
 from verstore.location import Location
 
@@ -125,9 +126,8 @@ def read_partition(
     per key. ``start``/``end``/``prefix`` bound the (encoded) keys.
     """
     schema = output_schema(settings.columns)
-    key_schema, value_schema = (
-        settings.columns.schemas() if settings.columns is not None else (None, None)
-    )
+    key_schema = settings.columns.schemas()[0] if settings.columns is not None else None
+    values = ValueCodec(settings) if settings.columns is not None else None
     with reading(ref, settings, partition, version) as store:
         if history:
             scan = store.scan_versions(
@@ -140,7 +140,7 @@ def read_partition(
             )
         with scan:
             for batch in scan:
-                yield _decode(batch, key_schema, value_schema, partition, schema)
+                yield _decode(batch, key_schema, values, partition, schema)
 
 
 @contextmanager
@@ -174,17 +174,19 @@ def reading(
             part.abort()
 
 
-def _decode(batch: Any, key_schema: Any, value_schema: Any, partition: int, schema: Any) -> Any:
+def _decode(
+    batch: Any, key_schema: Any, values: ValueCodec | None, partition: int, schema: Any
+) -> Any:
     import pyarrow as pa
 
     from verstore._core import decode_rows
 
-    if key_schema is None:
+    if values is None:
         columns = [batch.column("key"), batch.column("value")]
     else:
         columns = [
             *decode_rows(batch.column("key"), key_schema).columns,
-            *decode_rows(batch.column("value"), value_schema).columns,
+            *values.decode(batch.column("value")).columns,
         ]
     columns += [
         batch.column("timestamp"),

@@ -17,6 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from verstore import VersionedStore
+from verstore._core import TUPLE_ENCODING
+from verstore.checkpoint import ColumnLayout, StoreSettings
+from verstore.checkpoint.values import ValueCodec
 from verstore.spark import latest_by_timestamp, versioned_table_join
 from verstore.spark._runtime import FAIL_AFTER_COMMIT, PartitionContext
 from verstore.spark._spill import SpillArea
@@ -38,6 +41,12 @@ pytestmark = pytest.mark.connect
 
 VOTES_DDL = "customer STRING, item STRING, t LONG"
 VOTES = pa.schema([("customer", pa.string()), ("item", pa.string()), ("t", pa.int64())])
+
+
+def plain_codec(values: pa.Schema) -> ValueCodec:
+    """The values of a store that never evolved (its keys do not matter here)."""
+    layout = ColumnLayout.of(TUPLE_ENCODING, pa.schema([("k", pa.binary())]), values)
+    return ValueCodec(StoreSettings(10**9, None, None, layout))
 
 
 def vote(customer: str, item: str, t: int) -> dict[str, Any]:
@@ -319,8 +328,8 @@ def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) 
         fn = _LatestPartition(
             store="s", keys=["customer"], time_col="t", values=["item", "qty"],
             deletes="removed", emit=emit, previous=True, out_names=columns,
-            value_schema=pa.schema([schema.field("item"), schema.field("qty")]),
         )  # fmt: skip
+        codecs = {"s": plain_codec(pa.schema([schema.field("item"), schema.field("qty")]))}
         expected = latest_reference(
             batches, emit=emit, key="customer", time="t", values=["item", "qty"],
             deletes="removed",
@@ -329,8 +338,9 @@ def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) 
             data = pa.RecordBatch.from_pylist([{**r, "__vs_ts": r["t"]} for r in rows], schema)
             with spill_area(tmp_path, seed) as area:
                 ctx = PartitionContext(
-                    stores={"s": store}, batch_id=b, partition=0, rebuilt={}, spill=area
-                )
+                    stores={"s": store}, batch_id=b, partition=0, rebuilt={}, spill=area,
+                    codecs=codecs,
+                )  # fmt: skip
                 got = [r for out in fn(ctx, chunks(data, rng)) for r in out.to_pylist()]
             assert Counter(tuple(r[c] for c in columns) for r in got) == Counter(
                 tuple(r[c] for c in columns) for r in expected[b]
@@ -364,8 +374,11 @@ def test_join_partition_function_matches_reference(how: str, lookup: str, tmp_pa
             stores=("j_left", "j_right"), keys=["__vs_k0"], how=how, lookup=lookup,
             out_names=["id", "lt", "name", "rt", "city"],
             key_schema=pa.schema([schema.field("__vs_k0")]),
-            value_schemas=(pa.schema(list(left_t)), pa.schema(list(right_t))),
         )  # fmt: skip
+        codecs = {
+            "j_left": plain_codec(pa.schema(list(left_t))),
+            "j_right": plain_codec(pa.schema(list(right_t))),
+        }
         expected = join_reference(left, right, how=how, lookup=lookup)
         for b, (lrows, rrows) in enumerate(zip(left, right, strict=True)):
             rows = [
@@ -379,7 +392,7 @@ def test_join_partition_function_matches_reference(how: str, lookup: str, tmp_pa
             data = pa.RecordBatch.from_pylist(rows, schema)
             with spill_area(tmp_path, seed) as area:
                 ctx = PartitionContext(
-                    stores=stores, batch_id=b, partition=0, rebuilt={}, spill=area
+                    stores=stores, batch_id=b, partition=0, rebuilt={}, spill=area, codecs=codecs
                 )
                 got = [r for out in fn(ctx, chunks(data, rng)) for r in out.to_pylist()]
             assert Counter((r["id"], r["name"], r["lt"], r["city"], r["rt"]) for r in got) == (

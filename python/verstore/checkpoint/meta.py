@@ -16,6 +16,16 @@ lineage with other settings is an :class:`IncompatibleConfigError` naming both; 
 
 The file is immutable once written, so a process remembers the settings it verified and does
 not read them again on every task.
+
+**Value schema evolution.** A query restarted with other value columns keeps its state when
+every change is one a reader can apply to the bytes already stored: a value column added (older
+versions read it as null), one dropped, or one widened (a signed integer to a wider one, float32
+to float64). Each such layout is recorded as ``_columns-<id>.json`` beside ``_meta.json`` (id 1,
+2, ...; written once, never replaced) and its values are written with a 3-byte prefix naming it
+(``FE`` and the id, u16 big-endian: a tuple-encoded row never starts with ``FE``), so every
+stored value, in state, snapshots and changelogs alike, says which layout wrote it
+(``verstore.checkpoint.values``). Key columns, the encoding, narrowing and any other change of
+type stay refused. Like ``_meta.json``, every evolution file is hostile input.
 """
 
 from __future__ import annotations
@@ -171,6 +181,9 @@ class StoreSettings:
     segment_interval_ms: int | None
     num_partitions: int | None = None
     columns: ColumnLayout | None = None
+    #: Every column layout the lineage recorded, by id (0: ``_meta.json``'s); ``columns`` is
+    #: the newest. Empty when the caller gives the columns it wants (not compared).
+    layouts: tuple[ColumnLayout, ...] = field(default=(), compare=False)
 
     def to_json(self, files: LineageFiles) -> dict[str, Any]:
         return {
@@ -241,9 +254,60 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         if columns is None:
             raise CorruptionError(f"corrupt data in {name}: malformed 'columns'")
         _check_encoding(name, columns.encoding)
+    layouts = (columns, *read_evolutions(files, columns)) if columns is not None else ()
     return StoreSettings(
-        meta["history_retention_ms"], meta["segment_interval_ms"], meta["num_partitions"], columns
+        meta["history_retention_ms"],
+        meta["segment_interval_ms"],
+        meta["num_partitions"],
+        layouts[-1] if layouts else None,
+        layouts,
     )
+
+
+#: At most this many evolutions are read (a hostile directory must not make opens endless).
+MAX_LAYOUTS = 1000
+#: The prefix byte of a value written under an evolved layout (docs above).
+EVOLVED_MARK = 0xFE
+
+
+def evolution_path(files: LineageFiles, layout_id: int) -> str:
+    return files.meta.rsplit("/", 1)[0] + f"/_columns-{layout_id}.json"
+
+
+def read_evolutions(files: LineageFiles, base: ColumnLayout) -> list[ColumnLayout]:
+    """The layouts recorded after ``base``, by id (1, 2, ... until one is missing).
+
+    Raises:
+        CorruptionError: An evolution file is damaged, too large, names another id, or changes
+            what no evolution may change (the encoding, the key columns).
+    """
+    out: list[ColumnLayout] = []
+    for layout_id in range(1, MAX_LAYOUTS + 1):
+        path = evolution_path(files, layout_id)
+        name = files.location.describe(path)
+        try:
+            data = files.location.read_bytes(path, META_LIMIT)
+        except FileNotFoundError:
+            return out
+        except ValueError:
+            raise CorruptionError(
+                f"corrupt data in {name}: larger than {META_LIMIT} bytes"
+            ) from None
+        out.append(_evolution(name, data, layout_id, base))
+    raise CorruptionError(f"{files.location.describe(files.dir)} holds over {MAX_LAYOUTS} layouts")
+
+
+def _evolution(name: str, data: bytes, layout_id: int, base: ColumnLayout) -> ColumnLayout:
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        raise CorruptionError(f"corrupt data in {name}: not JSON") from None
+    layout = ColumnLayout.from_json(obj.get("columns")) if isinstance(obj, dict) else None
+    if layout is None or obj.get("id") != layout_id or layout.arrow is None:
+        raise CorruptionError(f"corrupt data in {name}: not the column layout {layout_id}")
+    if (layout.encoding, layout.key) != (base.encoding, base.key):
+        raise CorruptionError(f"corrupt data in {name}: it changes the encoding or the keys")
+    return layout
 
 
 def _check_encoding(name: str, encoding: str) -> None:
@@ -257,42 +321,104 @@ def _check_encoding(name: str, encoding: str) -> None:
         )
 
 
-def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> None:
-    """Records ``wanted`` for a new lineage, or checks it against what the lineage recorded.
+def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> StoreSettings:
+    """Records ``wanted`` for a new lineage, or checks it against what the lineage recorded,
+    recording a value schema evolution when ``wanted`` asks for one (see the module).
 
     Args:
         files: The lineage.
         wanted: The settings of the caller.
-        create: Whether a missing lineage may be created (False for read-only opens).
+        create: Whether a missing lineage may be created, or an evolution recorded (False for
+            read-only opens).
+
+    Returns:
+        The lineage's settings, with every layout it recorded.
 
     Raises:
-        IncompatibleConfigError: The lineage was created with other settings.
+        IncompatibleConfigError: The lineage was created with other settings, or its values
+            cannot evolve into the wanted ones.
         IncompatibleFormatError: The store holds state of an older checkpoint format.
         MissingVersionError: The lineage does not exist and ``create`` is False.
         CorruptionError: The settings file is damaged.
     """
-    loc = files.location
-    key = (loc.describe(files.meta), json.dumps(wanted.to_json(files), sort_keys=True))
+    key = (files.location.describe(files.meta), json.dumps(wanted.to_json(files), sort_keys=True))
     with _verified_lock:
         if key in _verified:
-            return
+            return _verified[key]
     stored = read_settings(files)
     if stored is None:
-        if loc.exists(files.format1_meta):
-            raise IncompatibleFormatError(
-                f"{loc.describe(files.store_dir)} holds a store of checkpoint format 1, which "
-                f"this verstore does not read: give this query another store name or root, "
-                "or delete that directory to start the store over"
-            )
-        if not create:
-            raise MissingVersionError(
-                f"{loc.describe(files.dir)} holds no state of lineage {files.lineage!r}"
-            )
-        loc.write_new(files.meta, json.dumps(wanted.to_json(files), indent=1).encode())
-        stored = read_settings(files) or wanted
+        stored = _create(files, wanted, create=create)
     _compare(files, stored, wanted)
+    if wanted.columns is not None and stored.columns != wanted.columns:
+        stored = _evolve(files, stored, wanted.columns, create=create)
     with _verified_lock:
-        _verified[key] = wanted
+        _verified[key] = stored
+    return stored
+
+
+def _create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> StoreSettings:
+    loc = files.location
+    if loc.exists(files.format1_meta):
+        raise IncompatibleFormatError(
+            f"{loc.describe(files.store_dir)} holds a store of checkpoint format 1, which "
+            f"this verstore does not read: give this query another store name or root, "
+            "or delete that directory to start the store over"
+        )
+    if not create:
+        raise MissingVersionError(
+            f"{loc.describe(files.dir)} holds no state of lineage {files.lineage!r}"
+        )
+    loc.write_new(files.meta, json.dumps(wanted.to_json(files), indent=1).encode())
+    return read_settings(files) or wanted
+
+
+def _evolve(
+    files: LineageFiles, stored: StoreSettings, wanted: ColumnLayout, *, create: bool
+) -> StoreSettings:
+    """``stored`` with ``wanted`` recorded as its newest layout.
+
+    Raises:
+        IncompatibleConfigError: A value of some recorded layout cannot be read as ``wanted``.
+    """
+    for layout in stored.layouts:
+        problem = evolution_problem(layout, wanted)
+        if problem is not None:
+            raise IncompatibleConfigError(
+                f"store {files.store_name!r} at {files.location.describe(files.dir)} holds "
+                f"keys and values encoded as {layout.describe()}; this query encodes "
+                f"{wanted.describe()}: {problem}"
+            )
+    if not create:
+        return stored
+    layout_id = len(stored.layouts)
+    body = {"format_version": FORMAT_VERSION, "id": layout_id, "columns": wanted.to_json()}
+    files.location.write_new(evolution_path(files, layout_id), json.dumps(body).encode())
+    evolved = read_settings(files)
+    if evolved is None or evolved.columns != wanted:
+        raise IncompatibleConfigError(
+            f"store {files.store_name!r}: another query recorded a different layout "
+            f"{layout_id} at the same time"
+        )
+    return evolved
+
+
+def evolution_problem(old: ColumnLayout, new: ColumnLayout) -> str | None:
+    """Why values stored as ``old`` cannot be read as ``new``; ``None`` when they can."""
+    if old.encoding != new.encoding or old.key != new.key:
+        return "the encoding and the key columns cannot change: use another store name"
+    before = dict(old.value)
+    for name, kind in new.value:
+        if name in before and before[name] != kind and (before[name], kind) not in WIDENINGS:
+            return (
+                f"value column {name!r} changes from {before[name]} to {kind}, which is not a "
+                "widening (int8 < int16 < int32 < int64, float < double): use another store name"
+            )
+    return None
+
+
+_INTS = ["int8", "int16", "int32", "int64"]
+#: The type changes a reader applies to stored values (``pyarrow`` casts that never lose).
+WIDENINGS = {(a, b) for i, a in enumerate(_INTS) for b in _INTS[i + 1 :]} | {("float", "double")}
 
 
 def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) -> None:
@@ -309,13 +435,19 @@ def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) 
                 f"store {files.store_name!r} at {where} was created with {setting}={have!r}, "
                 f"cannot open it with {setting}={want!r}"
             )
-    if wanted.columns is not None and stored.columns != wanted.columns:
-        have_text = stored.columns.describe() if stored.columns else "no recorded columns"
+    if wanted.columns is not None and stored.columns is None:
         raise IncompatibleConfigError(
-            f"store {files.store_name!r} at {where} holds keys and values encoded as "
-            f"{have_text}; this query encodes {wanted.columns.describe()}: use another store "
-            "name for the new layout"
+            f"store {files.store_name!r} at {where} holds keys and values encoded as no "
+            f"recorded columns; this query encodes {wanted.columns.describe()}: use another "
+            "store name for the new layout"
         )
 
 
-__all__ = ["ColumnLayout", "StoreSettings", "check_or_create", "read_settings"]
+__all__ = [
+    "EVOLVED_MARK",
+    "ColumnLayout",
+    "StoreSettings",
+    "check_or_create",
+    "evolution_problem",
+    "read_settings",
+]

@@ -175,7 +175,7 @@ class PartitionStore:
         if self.read_only:
             # A reader never disturbs the working copy: it builds its state privately.
             self._local.db = self._local.dir / f"{TMP_MARK}read-only-db"
-        check_or_create(lineage_files, self._settings, create=not self.read_only)
+        self._settings = check_or_create(lineage_files, self._settings, create=not self.read_only)
         self._graph = Graph(self._files, self._files.listing())
         self._check_not_fenced()
         self._serving = self._graph.serving(self.version)
@@ -220,6 +220,12 @@ class PartitionStore:
     def rebuilt(self) -> bool:
         """Whether the open rebuilt the local copy from the checkpoint."""
         return self.stats.rebuilt
+
+    @property
+    def settings(self) -> StoreSettings:
+        """The lineage's recorded settings, with every column layout it recorded (a value
+        schema evolution the open asked for included: ``verstore.checkpoint.values``)."""
+        return self._settings
 
     def commit(self) -> int:
         """Makes the current state durable as version ``version + 1`` and ends the session.

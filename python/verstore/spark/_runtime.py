@@ -20,6 +20,7 @@ from typing import Any
 
 from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
+from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _metrics
 from verstore.spark._conf import (
     PREFIX,
@@ -73,6 +74,7 @@ class PartitionContext:
     rebuilt: dict[str, bool]
     spill: SpillArea
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
+    codecs: dict[str, ValueCodec] = field(default_factory=dict)
 
     def store(self, name: str) -> VersionedStore:
         try:
@@ -80,6 +82,14 @@ class PartitionContext:
         except KeyError:
             have = sorted(self.stores)
             raise KeyError(f"no store named {name!r}; this task has {have}") from None
+
+    def codec(self, name: str) -> ValueCodec:
+        """How store ``name`` (one with ``StoreSpec.columns``) encodes and decodes its values,
+        across the value schema evolutions its lineage recorded."""
+        self.store(name)
+        if name not in self.codecs:
+            raise KeyError(f"store {name!r} records no column layout: its values are bytes")
+        return self.codecs[name]
 
 
 @contextmanager
@@ -156,6 +166,11 @@ def _partition_stores(
             rebuilt={name: p.rebuilt for name, p in opened.items()},
             spill=spill,
             metrics=metrics,
+            codecs={
+                name: ValueCodec(p.settings)
+                for name, p in opened.items()
+                if p.settings.columns is not None
+            },
         )
     except BaseException:
         for p in opened.values():

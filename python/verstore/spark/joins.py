@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _args as arguments
 from verstore.spark import _kernels as kernels
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
@@ -164,7 +165,6 @@ def asof_join(
         tie_breakers=columns.tie_breaker_names(),
         out_names=out_names,
         inner=how == "inner",
-        stored_schema=columns.stored_schema(),
         tolerance_ms=tolerance_ms,
         strict=not allow_exact_matches,
     )
@@ -301,11 +301,6 @@ class _AsofColumns:
             arguments.arrow_schema(stored),
         )
 
-    def stored_schema(self) -> Any:
-        """The Arrow schema of the stored columns (values, then tie-breakers), renamed."""
-        stored = [self.table[c] for c in [*self.values, *self.tie_breakers]]
-        return arguments.arrow_schema(stored, self.stored_names())
-
 
 # Columns of the compact update rows the sort holds: encoded key, time, encoded stored value,
 # encoded tie-breakers (a fraction of the input's size for wide tables).
@@ -323,7 +318,6 @@ class _AsofPartition:
     tie_breakers: list[str]
     out_names: list[str]
     inner: bool
-    stored_schema: Any  # pyarrow.Schema of the stored columns (values, then tie-breakers)
     tolerance_ms: int | None = None
     strict: bool = False
     #: Stream rows per ``get_batch`` at most (the store reads each distinct key once a call).
@@ -332,7 +326,7 @@ class _AsofPartition:
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
 
-        store = ctx.store(self.store)
+        store, codec = ctx.store(self.store), ctx.codec(self.store)
         # Every table update of the batch is applied before any lookup: updates go to a
         # sort (in the canonical order), stream rows wait in a buffer.
         updates = ExternalSorter(ctx.spill, share=0.4)
@@ -341,15 +335,15 @@ class _AsofPartition:
             side = batch.column(_SIDE)
             table_rows = batch.filter(pc.equal(side, _TABLE))
             if table_rows.num_rows:
-                updates.add(self._compact(table_rows))
+                updates.add(self._compact(table_rows, codec))
             stream_rows = batch.filter(pc.equal(side, _STREAM))
             if stream_rows.num_rows:
                 lookups.add(stream_rows.select(self._lookup_columns()))
         for chunk in kernels.whole_runs(updates.chunks(), [_ROW_TIME, _ROW_KEY]):
-            ctx.metrics.expired(self._apply(store, chunk))
+            ctx.metrics.expired(self._apply(store, codec, chunk))
         # Whole chunks per get_batch: the store reads each distinct key once per call.
         for rows in lookups.chunks(self.lookup_rows):
-            yield self._lookup(store, rows)
+            yield self._lookup(store, codec, rows)
 
     def _lookup_columns(self) -> list[str]:
         """The columns a lookup needs, each once (a stream column may be a key or the time)."""
@@ -358,7 +352,7 @@ class _AsofPartition:
     def _stored_columns(self) -> list[str]:
         return [*self.values, *self.tie_breakers]
 
-    def _compact(self, updates: Any) -> Any:
+    def _compact(self, updates: Any, codec: ValueCodec) -> Any:
         """The updates that can be stored, as (sort key, k, t, v, b): the sort key orders by
         (time, key, tie-breaker, value), whose runs of equal (time, key) end with the winner."""
         import pyarrow as pa
@@ -373,13 +367,13 @@ class _AsofPartition:
             ),
             _ROW_KEY: kernels.encode(updates, self.keys),
             _ROW_TIME: updates.column(_TIME),
-            _ROW_VALUE: kernels.encode(updates, self._stored_columns()),
+            _ROW_VALUE: codec.encode(updates, self._stored_columns()),
         }
         if self.tie_breakers:
             columns[_ROW_TIE_BREAKER] = kernels.encode(updates, self.tie_breakers)
         return pa.RecordBatch.from_pydict(columns)
 
-    def _apply(self, store: Any, chunk: Any) -> Any:
+    def _apply(self, store: Any, codec: ValueCodec, chunk: Any) -> Any:
         """Applies a chunk of updates sorted by the sort key, whose (time, key) runs are whole;
         returns the put return codes."""
         import pyarrow as pa
@@ -391,7 +385,7 @@ class _AsofPartition:
             # an update loses to a stored version at the same time with a larger tie-breaker
             k, t = winners.column(_ROW_KEY), winners.column(_ROW_TIME)
             existing = store.get_batch(k, as_of=t)
-            stored = kernels.decode(existing.column("value"), self.stored_schema)
+            stored = codec.decode(existing.column("value")).rename_columns(self._stored_columns())
             stored_b = kernels.encode(stored, self.tie_breakers)
             same_slot = pc.fill_null(pc.equal(existing.column("timestamp"), t), False)
             beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_ROW_TIE_BREAKER)))
@@ -400,7 +394,7 @@ class _AsofPartition:
             winners.column(_ROW_KEY), winners.column(_ROW_VALUE), winners.column(_ROW_TIME)
         )
 
-    def _lookup(self, store: Any, rows: Any) -> Any:
+    def _lookup(self, store: Any, codec: ValueCodec, rows: Any) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -417,7 +411,7 @@ class _AsofPartition:
         valid_to = pc.if_else(ok, found.column("valid_to"), pa.scalar(None, pa.int64()))
         columns = [rows.column(c) for c in self.stream_cols]
         if self.values:
-            decoded = kernels.decode(value, self.stored_schema)
+            decoded = codec.decode(value).rename_columns(self._stored_columns())
             columns += [decoded.column(c) for c in self.values]
         out = pa.RecordBatch.from_arrays([*columns, valid_from, valid_to], names=self.out_names)
         if self.inner:

@@ -37,6 +37,7 @@ from datetime import timedelta
 from typing import Any
 
 from verstore._core import NOT_PUT
+from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _args as arguments
 from verstore.spark import _kernels as kernels
 from verstore.spark._metrics import TaskMetrics
@@ -155,7 +156,6 @@ def latest_by_timestamp(
         emit=emit,
         previous=previous,
         out_names=out_names,
-        value_schema=value_schema,
     )
     return map_partitions_with_stores(
         prepared,
@@ -239,17 +239,16 @@ class _LatestPartition:
     emit: str
     previous: bool
     out_names: list[str]
-    value_schema: Any  # pyarrow.Schema of the value columns
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
-        store = ctx.store(self.store)
+        store, codec = ctx.store(self.store), ctx.codec(self.store)
         updates = ExternalSorter(ctx.spill, share=0.4)
         for batch in batches:
             if batch.num_rows:
-                updates.add(self._compact(batch))
+                updates.add(self._compact(batch, codec))
         if self.emit != "latest":
             for chunk in kernels.whole_runs(updates.chunks(), [_ROW_TIME, _ROW_KEY]):
-                yield self._changes(store, chunk, ctx.metrics)
+                yield self._changes(store, codec, chunk, ctx.metrics)
             return
         # emit="latest": each chunk's last change per key is a candidate; a key's row is its
         # last candidate, with the value from before its first (the value before the batch).
@@ -257,9 +256,9 @@ class _LatestPartition:
         for i, chunk in enumerate(kernels.whole_runs(updates.chunks(), [_ROW_TIME, _ROW_KEY])):
             candidates.add(self._latest_candidates(store, chunk, i, ctx.metrics))
         for chunk in kernels.whole_runs(candidates.chunks(), [_ROW_KEY]):
-            yield self._latest(chunk)
+            yield self._latest(codec, chunk)
 
-    def _compact(self, batch: Any) -> Any:
+    def _compact(self, batch: Any, codec: ValueCodec) -> Any:
         """(sort key, k, t, d, v, the output's key and time columns), ordered by the sort key
         = (time, key, deleted, value): runs of equal (time, key) end with their winner (a delete
         beats values, then the largest value)."""
@@ -274,7 +273,7 @@ class _LatestPartition:
         flagged = pa.RecordBatch.from_arrays(
             [*batch.columns, deleted], names=[*batch.schema.names, _ROW_DELETED]
         )
-        values = kernels.encode(batch, self.values)
+        values = codec.encode(batch, self.values)
         columns = {
             SORT_KEY: kernels.encode(flagged, [_TIME_MS, *self.keys, _ROW_DELETED, *self.values]),
             _ROW_KEY: kernels.encode(batch, self.keys),
@@ -309,18 +308,18 @@ class _LatestPartition:
         first = kernels.group_start(kernels.run_starts([winners.column(_ROW_KEY)]))
         return winners, codes, first, before
 
-    def _output(self, rows: Any, change: Any, prev: Any) -> Any:
+    def _output(self, codec: ValueCodec, rows: Any, change: Any, prev: Any) -> Any:
         import pyarrow as pa
 
         columns = [rows.column(f"o{i}") for i in range(len(self.keys) + 1)]
         if self.values:
-            columns += kernels.decode(rows.column(_ROW_VALUE), self.value_schema).columns
+            columns += codec.decode(rows.column(_ROW_VALUE)).columns
         columns.append(pa.array(change, pa.string()))
         if self.previous and self.values:
-            columns += kernels.decode(prev, self.value_schema).columns
+            columns += codec.decode(prev).columns
         return pa.RecordBatch.from_arrays(columns, names=self.out_names)
 
-    def _changes(self, store: Any, chunk: Any, metrics: TaskMetrics) -> Any:
+    def _changes(self, store: Any, codec: ValueCodec, chunk: Any, metrics: TaskMetrics) -> Any:
         """emit="changes" / "all": a row per change (per applied update) of the chunk."""
         import numpy as np
         import pyarrow as pa
@@ -343,7 +342,7 @@ class _LatestPartition:
             c = codes[sel]
             change[c == NOT_PUT] = EXPIRED
             change[(c != -1) & (c != NOT_PUT)] = OUT_OF_ORDER
-        return self._output(winners.filter(pa.array(sel)), change, prev)
+        return self._output(codec, winners.filter(pa.array(sel)), change, prev)
 
     def _latest_candidates(self, store: Any, chunk: Any, index: int, metrics: TaskMetrics) -> Any:
         """The chunk's last change of each key, with the key's newest value before the chunk,
@@ -372,7 +371,7 @@ class _LatestPartition:
             out[f"o{i}"] = rows.column(f"o{i}")
         return pa.RecordBatch.from_pydict(out)
 
-    def _latest(self, candidates: Any) -> Any:
+    def _latest(self, codec: ValueCodec, candidates: Any) -> Any:
         """A key's last candidate, with the value before its first: its newest version after
         the batch, and its newest value before the batch."""
         import numpy as np
@@ -384,7 +383,7 @@ class _LatestPartition:
         prev = candidates.column(_ROW_BEFORE).take(pa.array(kernels.group_start(starts)[ends]))
         deleted = rows.column(_ROW_DELETED).to_numpy(zero_copy_only=False)
         change = np.where(deleted, DELETE, UPSERT).astype(object)
-        return self._output(rows, change, prev)
+        return self._output(codec, rows, change, prev)
 
 
 __all__ = [

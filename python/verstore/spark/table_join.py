@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from verstore._core import NOT_PUT
+from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _args as arguments
 from verstore.spark import _kernels as kernels
 from verstore.spark._metrics import TaskMetrics
@@ -133,7 +134,6 @@ def versioned_table_join(
         lookup=lookup,
         out_names=out_names,
         key_schema=key_schema,
-        value_schemas=value_schemas,
     )
     specs = {
         name: StoreSpec(retention_ms, columns=arguments.column_layout(user_keys, values))
@@ -250,22 +250,22 @@ class _JoinPartition:
     lookup: str
     out_names: list[str]
     key_schema: Any  # pyarrow.Schema of the key columns (internal names)
-    value_schemas: tuple[Any, Any]  # pyarrow.Schema of each side's value columns
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
 
         stores = (ctx.store(self.stores[0]), ctx.store(self.stores[1]))
+        codecs = (ctx.codec(self.stores[0]), ctx.codec(self.stores[1]))
         updates = ExternalSorter(ctx.spill, share=0.4)
         for batch in batches:
             for s, column in enumerate((_LEFT, _RIGHT)):
                 part = batch.filter(pc.equal(batch.column(_SIDE), s))
                 if part.num_rows:
-                    updates.add(self._compact(part, column, s))
+                    updates.add(self._compact(part, column, codecs[s], s))
         for chunk in kernels.whole_runs(updates.chunks(), [_ROW_TIME, _ROW_SIDE, _ROW_KEY]):
-            yield self._join(stores, chunk, ctx.metrics)
+            yield self._join(stores, codecs, chunk, ctx.metrics)
 
-    def _compact(self, part: Any, column: str, side: int) -> Any:
+    def _compact(self, part: Any, column: str, codec: ValueCodec, side: int) -> Any:
         """(sort key, k, t, s, v): the sort key orders by (time, side, key, value), so a run of
         equal (time, side, key) ends with its winner, the largest value."""
         import numpy as np
@@ -273,7 +273,7 @@ class _JoinPartition:
 
         struct = part.column(column)
         own = pa.RecordBatch.from_arrays(struct.flatten(), schema=pa.schema(list(struct.type)))
-        v = kernels.encode(own, [f.name for f in struct.type])
+        v = codec.encode(own, [f.name for f in struct.type])
         s = pa.array(np.full(part.num_rows, side, dtype=np.int8))
         keyed = pa.RecordBatch.from_arrays(
             [part.column(_TIME_MS), s, *[part.column(c) for c in self.keys], v],
@@ -289,7 +289,13 @@ class _JoinPartition:
             }
         )
 
-    def _join(self, stores: tuple[Any, Any], chunk: Any, metrics: TaskMetrics) -> Any:
+    def _join(
+        self,
+        stores: tuple[Any, Any],
+        codecs: tuple[ValueCodec, ValueCodec],
+        chunk: Any,
+        metrics: TaskMetrics,
+    ) -> Any:
         """The results of a chunk's updates: each side's winners looked up in the other side's
         store, then put in their own; the results in (key, time, side) order."""
         sides = _winners_by_side(chunk)
@@ -303,7 +309,7 @@ class _JoinPartition:
         ]
         updates = _Processed.of(sides, before, codes)
         metrics.expired(updates.code)
-        return self._results(updates, self._other_value(updates))
+        return self._results(updates, self._other_value(updates), codecs)
 
     def _look_up(self, other: Any, rows: Any) -> Any:
         """The other side's versions of the rows' keys: at the rows' times, or the newest."""
@@ -331,7 +337,9 @@ class _JoinPartition:
         in_chunk_value = updates.value.take(np.maximum(other, 0))
         return pc.if_else(pa.array(in_chunk), in_chunk_value, updates.stored_value)
 
-    def _results(self, updates: _Processed, other_value: Any) -> Any:
+    def _results(
+        self, updates: _Processed, other_value: Any, codecs: tuple[ValueCodec, ValueCodec]
+    ) -> Any:
         """The output rows of the updates that changed their side and join per ``how``."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -349,9 +357,9 @@ class _JoinPartition:
         left_value = pc.if_else(is_left, own, other)
         right_value = pc.if_else(is_left, other, own)
         columns = kernels.decode(updates.key.filter(mask), self.key_schema).columns
-        for encoded, schema in zip((left_value, right_value), self.value_schemas, strict=True):
-            if len(schema):
-                columns += kernels.decode(encoded, schema).columns
+        for encoded, codec in zip((left_value, right_value), codecs, strict=True):
+            if len(codec.schema):
+                columns += codec.decode(encoded).columns
         return pa.RecordBatch.from_arrays(columns, names=self.out_names)
 
 
