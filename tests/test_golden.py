@@ -123,3 +123,27 @@ def test_the_cli_verifies_and_scans_a_golden_root(
     assert golden.plain_rows(table.to_batches()) == g["prices"]["reads"][newest]["history"]
     _, settings = reader.resolve(str(root), "kv", g["lineage"])
     assert settings.history_retention_ms == g["history_retention_ms"]
+
+
+def test_a_value_schema_evolution_reads_and_continues(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, g = golden_set
+    if "quotes" not in g:
+        pytest.skip(f"{root.parent.name} predates value schema evolution")
+    quotes = g["quotes"]
+    for version, expected in quotes["reads"].items():
+        assert golden.typed_reads(root, "quotes", int(version)) == expected, version
+    newest = max(int(v) for v in quotes["rows"])
+    _, layout = golden.quotes_layouts()
+    rows = golden.quotes_rows(random.Random(4), newest + 1)
+    part = golden.open_partition(root, "quotes", 0, newest, tmp_path / "exec", columns=layout)
+    assert part.settings.layouts[-1] == layout and len(part.settings.layouts) == 2
+    golden.put_typed(part, rows, layout)
+    after = golden.typed_reads(root, "quotes", newest + 1)
+    assert len(after["history"]) >= len(quotes["reads"][str(newest)]["history"])
+    assert {(r["sym"], r["valid_from"]) for r in after["latest"]} >= {
+        (r["sym"], r["t"])
+        for r in rows
+        if r["t"] == max(x["t"] for x in rows if x["sym"] == r["sym"])
+    }

@@ -4,7 +4,8 @@ Every later verstore must open, read and continue the checkpoints of this one
 (``tests/test_golden.py``). A release that changes any on-disk format (the checkpoint's
 ``FORMAT_VERSION``, the store's or the changelog's layout, the tuple encoding) adds its own set,
 ``tests/golden/verstore-<version>/``, with this script and keeps every older set: a set is
-never regenerated once committed.
+never regenerated once committed (``--add`` writes only the stores a set lacks, for a store
+added to this script within the same release).
 
 A set is a checkpoint root written through the public checkpoint API, as a query's tasks write
 it, plus ``golden.json``: the settings, every commit's writes (per store, partition and
@@ -16,6 +17,8 @@ version) and what each version reads. Two stores:
   replay.
 * ``prices``: typed columns as the Spark helpers store them (``ColumnLayout``, the tuple
   encoding): a ``(symbol, venue)`` key and ``(price, size, at)`` value, four versions.
+* ``quotes``: typed columns across a value schema evolution: versions 1-2 in a first layout,
+  3-4 with a column added, two widened and one dropped (``_columns-1.json``, marked values).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -188,7 +190,12 @@ def plain_rows(batches: Any) -> list[dict[str, Any]]:
 
 def prices_reads(root: Path, version: int) -> dict[str, Any]:
     """The ``prices`` store at ``version`` as the reader decodes it: latest and history."""
-    ref, settings = reader.resolve(str(root), "prices", LINEAGE)
+    return typed_reads(root, "prices", version)
+
+
+def typed_reads(root: Path, store: str, version: int) -> dict[str, Any]:
+    """A typed store at ``version`` as the reader decodes it: latest and history."""
+    ref, settings = reader.resolve(str(root), store, LINEAGE)
     return {
         "latest": plain_rows(reader.read_partition(ref, settings, 0, version=version)),
         "history": plain_rows(
@@ -213,31 +220,91 @@ def write_prices(root: Path, scratch: Path) -> dict[str, Any]:
     return {**PRICES, "rows": rows_by_version, "reads": reads}
 
 
+STORES = {"kv": lambda root, scratch: write_kv(root, scratch),
+          "prices": lambda root, scratch: write_prices(root, scratch),
+          "quotes": lambda root, scratch: write_quotes(root, scratch)}  # fmt: skip
+
+
+QUOTES = {"store": "quotes", "versions": 4, "evolved_from": 3, "seed": 13}
+
+
+def quotes_layouts() -> tuple[ColumnLayout, ColumnLayout]:
+    """The ``quotes`` store's layouts: the first, then one column added, two widened, one
+    dropped (a value schema evolution)."""
+    import pyarrow as pa
+
+    key = pa.schema([("sym", pa.string())])
+    first = pa.schema([("bid", pa.float32()), ("size", pa.int32()), ("note", pa.string())])
+    then = pa.schema([("bid", pa.float64()), ("size", pa.int64()), ("venue", pa.string())])
+    return ColumnLayout.of(TUPLE_ENCODING, key, first), ColumnLayout.of(TUPLE_ENCODING, key, then)
+
+
+def quotes_rows(rng: random.Random, version: int) -> list[dict[str, Any]]:
+    evolved = version >= QUOTES["evolved_from"]
+    return [
+        {
+            "sym": rng.choice(["A", "B", "C"]),
+            "bid": rng.choice([None, 0.5, 2.25, 1e30 if evolved else 3.5]),
+            "size": rng.choice([None, 1, 2**40 if evolved else 7]),
+            "t": 100 + 10 * version + rng.randint(-5, 5),
+        }
+        | ({"venue": rng.choice(["X", None])} if evolved else {"note": rng.choice(["n", None])})
+        for _ in range(rng.randint(3, 6))
+    ]
+
+
+def put_typed(part: PartitionStore, rows: list[dict[str, Any]], layout: ColumnLayout) -> None:
+    """Puts typed rows through the store's value codec (its newest layout) and commits."""
+    import pyarrow as pa
+    from verstore.checkpoint.values import ValueCodec
+
+    key_schema, value_schema = layout.schemas()
+    keys = encode_rows(pa.RecordBatch.from_pylist(rows, schema=key_schema))
+    values = ValueCodec(part.settings).encode(pa.RecordBatch.from_pylist(rows, schema=value_schema))
+    part.store.put_batch(keys, values, [r["t"] for r in rows])
+    part.commit()
+
+
+def write_quotes(root: Path, scratch: Path) -> dict[str, Any]:
+    rng = random.Random(QUOTES["seed"])
+    first, then = quotes_layouts()
+    rows_by_version: dict[str, list[dict[str, Any]]] = {}
+    for version in range(QUOTES["versions"]):
+        layout = then if version + 1 >= QUOTES["evolved_from"] else first
+        rows = quotes_rows(rng, version + 1)
+        part = open_partition(root, "quotes", 0, version, scratch / "quotes", columns=layout)
+        put_typed(part, rows, layout)
+        rows_by_version[str(version + 1)] = rows
+    reads = {str(v): typed_reads(root, "quotes", v) for v in range(1, QUOTES["versions"] + 1)}
+    return {**QUOTES, "rows": rows_by_version, "reads": reads}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    default = Path(__file__).parent / f"verstore-{verstore.__version__}"
+    parser.add_argument("--out", type=Path, default=default)
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / f"format-{FORMAT_VERSION}"
+        "--add", action="store_true", help="add the stores a set lacks, leaving the others"
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing set")
     args = parser.parse_args()
-    if args.out.exists():
-        if not args.force:
-            sys.exit(f"{args.out} exists: a committed golden set is never regenerated")
-        shutil.rmtree(args.out)
+    golden_json = args.out / "golden.json"
+    if args.out.exists() and not args.add:
+        sys.exit(f"{args.out} exists: a committed golden set is never regenerated")
+    golden = json.loads(golden_json.read_text()) if args.add else {
+        "verstore": verstore.__version__,
+        "format_version": FORMAT_VERSION,
+        "tuple_encoding": TUPLE_ENCODING,
+        "lineage": LINEAGE,
+        "history_retention_ms": RETENTION_MS,
+        "segment_interval_ms": SEGMENT_MS,
+    }  # fmt: skip
     root = args.out / "root"
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        golden = {
-            "verstore": verstore.__version__,
-            "format_version": FORMAT_VERSION,
-            "tuple_encoding": TUPLE_ENCODING,
-            "lineage": LINEAGE,
-            "history_retention_ms": RETENTION_MS,
-            "segment_interval_ms": SEGMENT_MS,
-            "kv": write_kv(root, Path(scratch)),
-            "prices": write_prices(root, Path(scratch)),
-        }
-    (args.out / "golden.json").write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+        for name, write in STORES.items():
+            if name not in golden:
+                golden[name] = write(root, Path(scratch))
+    golden_json.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}")
 
 
