@@ -387,6 +387,8 @@ def _kept_in_memory() -> Any:
     from contextlib import contextmanager
 
     import verstore
+    from verstore.checkpoint import StoreSettings
+    from verstore.checkpoint.values import ValueCodec
     from verstore.spark import _runtime as R
     from verstore.spark._metrics import TaskMetrics
 
@@ -401,6 +403,10 @@ def _kept_in_memory() -> Any:
             rebuilt=dict.fromkeys(specs, False),
             spill=spill,
             metrics=TaskMetrics(),
+            codecs={
+                name: ValueCodec(StoreSettings(7 * 86_400_000, None, None, spec.columns))
+                for name, spec in specs.items()
+            },
         )
 
     return stores
@@ -480,7 +486,6 @@ def profile_partition(
         tie_breakers=[],
         out_names=OUT_COLUMNS,
         inner=False,
-        stored_schema=pa.schema([pa.field("__vs_v0", pa.float64())]),
     )
     layout = A.column_layout(
         pa.schema([pa.field("symbol", pa.string())]), pa.schema([pa.field("price", pa.float64())])
