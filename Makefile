@@ -15,21 +15,25 @@ PY_MIN := $(VENV_MIN)/bin/python
 # checkout on the machine shares the (slow) RocksDB C++ build.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/verstore/target
 PYTEST_FLAGS ?=
+# Steps of make test and make setup say how long they took ("[test-core 95 s]").
+TIMED = TIMEFORMAT='[$@ %0R s]'; time
 # Flags for the main job, e.g. make run ARGS="--symbols 10000 --rows-per-batch 50000"
 ARGS ?=
 
-.PHONY: help run run-restaurant java-check test setup system-deps develop build-release rust-test py-test test-min test-fast bench lint clean
+.PHONY: help run run-restaurant java-check test setup system-deps compile develop build-release rust-test py-test test-min test-fast bench lint clean \
+  $(TEST_LANES) test-min-run
 
 help:
 	@echo "make run    - the main job: streaming as-of join on local Spark (examples/spark_asof_pipeline.py)"
 	@echo "make run-restaurant - the restaurant bills and vote tally (examples/restaurant.py)"
-	@echo "make test   - Rust tests and pytest (Spark tests on classic and Spark Connect sessions), then make test-min"
+	@echo "make test   - every test, independent suites side by side: Rust tests, pytest (Spark tests on classic"
+	@echo "              and Spark Connect sessions), a benchmark smoke run, make test-min"
 	@echo "make test-min - pytest on the lowest pyarrow, pyspark and pandas pyproject.toml declares"
 	@echo "make bench  - benchmarks (numbers from the release build)"
 	@echo "make lint   - rustfmt, clippy, ruff, mypy, stubtest"
 
 run: develop java-check
-	$(PY) examples/spark_asof_pipeline.py $(ARGS)
+	$(TIMED) $(PY) examples/spark_asof_pipeline.py $(ARGS)
 
 run-restaurant: develop
 	$(PY) examples/restaurant.py
@@ -41,7 +45,15 @@ java-check:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; \
 	fi
 
-test: develop rust-test py-test test-min
+# Independent suites run side by side (make -j), each in its own processes: no two share a Spark
+# session, a port (servers bind free loopback ports), a local-cluster work directory or a store.
+# The longest lanes come first: make starts lanes in this order as slots free up. Each lane's
+# output is printed whole when it ends; a failed lane does not stop the others (-k), make test
+# fails at the end. TEST_JOBS=1 runs them one after the other.
+TEST_JOBS ?= 4
+TEST_LANES := test-spark-jobs test-spark test-core test-min-lane test-connect test-rust test-sims test-bench
+test: develop java-check
+	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) --output-sync=target $(TEST_LANES)
 
 test-fast: develop
 	$(PY) -m pytest -m 'not spark' -q $(PYTEST_FLAGS)
@@ -56,18 +68,33 @@ system-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libclang-dev; \
 	fi
 
-$(VENV)/.deps-installed: pyproject.toml
+# The venv and the build tool first (pyproject.toml's build-system requires), so that the
+# extension can compile while pip installs everything else.
+$(VENV)/.build-tool: pyproject.toml
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) scripts/requirements.py --build > $(VENV)/build-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/build-requirements.txt
+	@touch $@
+
+$(VENV)/.deps-installed: pyproject.toml $(VENV)/.build-tool
 	$(PY) scripts/requirements.py > $(VENV)/requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	$(TIMED) $(PY) -m pip install -q -r $(VENV)/requirements.txt
 	@touch $@
 
 setup: system-deps $(VENV)/.deps-installed
 
-develop build-release: setup
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
-	  maturin develop --release --quiet
+MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH maturin
+
+# The extension compiled into python/verstore without touching the venv's packages (the
+# first build compiles RocksDB's C++), side by side with pip.
+compile: system-deps $(VENV)/.build-tool
+	$(TIMED) $(MATURIN) develop --release --quiet --skip-install
+
+# Then installed into the venv: cargo finds the build fresh, nothing compiles twice.
+develop build-release:
+	$(MAKE) --no-print-directory -j2 compile $(VENV)/.deps-installed
+	$(TIMED) $(MATURIN) develop --release --quiet
 
 # The lowest-versions venv: the floors of the runtime dependencies and user extras, pinned
 # (scripts/lowest_requirements.py). verstore itself is the extension `maturin develop` built into
@@ -84,14 +111,36 @@ $(VENV_MIN)/.deps-installed: pyproject.toml scripts/lowest_requirements.py
 # --- tests ------------------------------------------------------------------------------------
 
 rust-test: system-deps
-	cargo test --release --quiet
+	$(TIMED) cargo test --release --quiet
 
-# The second run: the Spark cases marked `connect` again, on a local Spark Connect server
-# (tests/spark/conftest.py).
+# The local-cluster jobs (two executors; one on the shipped wheel): processes of their own that
+# need no session of the test process. One lane, because they share Spark's work directory
+# (the local_cluster_work fixture).
+SPARK_JOB_TESTS := tests/spark/test_local_cluster.py tests/spark/test_wheel.py
+SIMULATIONS := tests/test_checkpoint_simulation.py tests/test_checkpoint_simulation_harsh.py
+BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000
+
+# The lanes of make test; together, pytest's whole suite once on .venv, the Spark cases marked
+# `connect` again on a local Spark Connect server (tests/spark/conftest.py), the benches as a
+# smoke run, and make test-min.
+test-spark-jobs:
+	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(SPARK_JOB_TESTS)
+test-spark:
+	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) tests/spark $(addprefix --ignore=,$(SPARK_JOB_TESTS))
+test-connect:
+	$(TIMED) VERSTORE_SPARK_CONNECT=1 $(PY) -m pytest -q $(PYTEST_FLAGS) tests/spark -m connect
+test-sims:
+	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(SIMULATIONS)
+test-core:
+	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) tests --ignore=tests/spark $(addprefix --ignore=,$(SIMULATIONS))
+test-rust: rust-test
+test-bench:
+	$(TIMED) $(BENCH_SMOKE) $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
+test-min-lane: test-min-run
+
+# One after the other, as make test ran them before the lanes.
 py-test: develop java-check
-	$(PY) -m pytest -q $(PYTEST_FLAGS)
-	VERSTORE_SPARK_CONNECT=1 $(PY) -m pytest tests/spark -m connect -q $(PYTEST_FLAGS)
-	VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000 $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
+	$(MAKE) --no-print-directory -j1 test-spark-jobs test-spark test-sims test-connect test-core test-bench
 
 # The declared minimums, tested: the non-Spark suite (spill and kernels included) on the lowest
 # pyarrow, and Spark smoke tests on the lowest pyspark and pandas. Left out of the suite: the
@@ -110,11 +159,13 @@ MIN_SPARK_TESTS := \
   tests/spark/test_read_store.py::test_the_newest_state_is_each_keys_latest_version \
   tests/spark/test_metrics.py::test_each_batch_reports_its_store_metrics
 
-test-min: develop java-check $(VENV_MIN)/.deps-installed
+test-min: develop java-check
+	$(MAKE) --no-print-directory test-min-run
+test-min-run: $(VENV_MIN)/.deps-installed
 	$(PY_MIN) -c 'import pandas, pyarrow, pyspark, verstore; print("lowest versions: pyarrow", \
 	  pyarrow.__version__, "pyspark", pyspark.__version__, "pandas", pandas.__version__)'
-	$(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SUITE)
-	$(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SPARK_TESTS)
+	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SUITE)
+	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SPARK_TESTS)
 
 # Every suite, then BENCHMARKS.md's results and plots from their JSON (scripts/bench_report.py).
 # The criterion bench runs in the release profile: the bench profile would build RocksDB again.
