@@ -217,21 +217,31 @@ def test_a_partition_function_that_leaves_input_unread_commits_nothing(
     assert verstore.spark.inspect(str(verstore_root), "s").num_rows == 0
 
 
-def test_a_restarted_query_whose_store_columns_changed_is_refused(
+def test_a_restarted_query_whose_store_keys_changed_is_refused(
     spark: Any, verstore_root: Path, tmp_path: Path
 ) -> None:
-    """The same query (same Spark checkpoint) restarted with other value columns for its store
-    must not read the stored bytes as the new layout: IncompatibleConfigError names both."""
+    """The same query (same Spark checkpoint) restarted with other key columns for its store
+    must not read the stored bytes as the new layout: IncompatibleConfigError names both.
+    (Value columns may evolve: tests/spark/test_schema_evolution.py.)"""
+    from verstore.spark import asof_join
+
     batches = generate(73, batches=2)
-    _, stream_pa, _, table_pa = gen_schemas(False)
+    stream_ddl, stream_pa, table_ddl, table_pa = gen_schemas(False)
     write_batches(tmp_path / "orders", tmp_path / "prices", batches[:1], stream_pa, table_pa)
     run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
     write_batches(
         tmp_path / "orders", tmp_path / "prices", batches[1:], stream_pa, table_pa, start=1
     )
-    changed = gen_join(spark, tmp_path, tie_breaker=None)  # the tie-breaker is stored no more
+    orders, prices = read_sources(
+        spark, tmp_path / "orders", tmp_path / "prices", stream_ddl, table_ddl
+    )
+    changed = asof_join(  # keyed by region alone
+        orders, prices, on="region", stream_time="t", table_time="valid_from",
+        table_values=["price", "currency"], tie_breaker="seq",
+    )  # fmt: skip
     with pytest.raises(Exception, match="IncompatibleConfigError") as failure:
         run_available_now(changed, tmp_path / "chk", Collector())
     message = str(failure.value)
-    assert "value (price: double, currency: string, seq: int32)" in message  # stored
-    assert "value (price: double, currency: string)" in message  # what the query asked for
+    assert "key (region: int32, item: string)" in message  # stored
+    assert "key (region: int32) value" in message  # what the query asked for
+    assert "the encoding and the key columns cannot change" in message
