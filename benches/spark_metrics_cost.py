@@ -1,7 +1,7 @@
 """What the store metrics in the query progress cost ``asof_join``, in one SparkSession.
 
 ``python -m benches.spark_metrics_cost [--keys K] [--rounds N]`` runs the workload of
-``spark_asof.py`` (``K`` keys, ``6 K`` orders per micro-batch, 4 micro-batches, 4 partitions on
+``spark_asof.py`` (``K`` keys, ``6 K`` orders per micro-batch, 4 micro-batches (``--batches``), 4 partitions on
 ``local[2]``) with the progress metrics on (the default) and off
 (``configure(progress_metrics=False)``) and, for comparison, on with the earlier design of the
 observed metrics (``sums``: one ``sum`` per metric, 15 aggregates, where verstore now observes
@@ -84,10 +84,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--batches", type=int, default=4, help="micro-batches per run")
     parser.add_argument("--work", type=Path, default=Path("/tmp/verstore-metrics-cost"))
     args = parser.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
-    batches = spark_asof.generate(Scale(keys=args.keys, rows=6 * args.keys, batches=4))
+    batches = spark_asof.generate(Scale(keys=args.keys, rows=6 * args.keys, batches=args.batches))
     spark_asof.write_inputs(batches, args.work / "data")
     spark = session()
     for mode in MODES:
