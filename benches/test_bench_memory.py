@@ -29,6 +29,9 @@ CHILD = PEAK_RSS + textwrap.dedent(
     import numpy as np
     import pyarrow as pa
     import verstore
+    from verstore._core import TUPLE_ENCODING
+    from verstore.checkpoint import ColumnLayout, StoreSettings
+    from verstore.checkpoint.values import ValueCodec
     from verstore.spark._runtime import PartitionContext
     from verstore.spark._spill import SpillArea
     from verstore.spark.joins import _AsofPartition
@@ -54,12 +57,15 @@ CHILD = PEAK_RSS + textwrap.dedent(
                                     write_ahead_log=False)
     fn = _AsofPartition(store="asof", keys=["__vs_k0"], stream_cols=["__vs_s0"],
                         values=["__vs_v0"], tie_breakers=[], out_names=["id", "price", "f", "t"],
-                        inner=False, stored_schema=pa.schema([("__vs_v0", pa.float64())]))
+                        inner=False)
+    layout = ColumnLayout.of(TUPLE_ENCODING, pa.schema([("k", pa.string())]),
+                             pa.schema([("__vs_v0", pa.float64())]))
+    codecs = {"asof": ValueCodec(StoreSettings(86_400_000, None, None, layout))}
     start = time.perf_counter()
     out_rows = 0
     with SpillArea(work, budget) as area:
         ctx = PartitionContext(stores={"asof": store}, batch_id=0, partition=0, rebuilt={},
-                               spill=area)
+                               spill=area, codecs=codecs)
         for out in fn(ctx, batches()):
             out_rows += out.num_rows
         spilled = area.spilled_bytes
