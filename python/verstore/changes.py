@@ -99,6 +99,7 @@ def read_changes(
     files = ref.files.partition(partition)
     graph = Graph(files, files.listing())
     schema = changes_schema(settings.columns)
+    values = ValueCodec(settings) if settings.columns is not None else None
     for commit_ref in batch_range(graph, from_batch, to_batch):
         commit = graph.commits[commit_ref]
         where = files.location.describe(commit.path)
@@ -106,11 +107,16 @@ def read_changes(
         named = (commit.ref.version, commit.ref.attempt, commit.parent.attempt)
         if (header.version, header.attempt, header.parent_attempt) != named:
             raise CorruptionError(f"corrupt data in {where}: its header names another commit")
-        yield _decode(records, settings, commit.ref.version - 1, partition, schema)
+        yield _decode(records, settings, values, commit.ref.version - 1, partition, schema)
 
 
 def _decode(
-    records: Any, settings: StoreSettings, batch_id: int, partition: int, schema: Any
+    records: Any,
+    settings: StoreSettings,
+    values_codec: ValueCodec | None,
+    batch_id: int,
+    partition: int,
+    schema: Any,
 ) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -119,12 +125,12 @@ def _decode(
 
     n = records.num_rows
     values = records.column("value")
-    if settings.columns is None:
+    if settings.columns is None or values_codec is None:
         stored = [records.column("key"), values]
     else:
         stored = [
             *decode_rows(records.column("key"), settings.columns.schemas()[0]).columns,
-            *ValueCodec(settings).decode(values).columns,
+            *values_codec.decode(values).columns,
         ]
     head = [
         pa.array([batch_id] * n, pa.int64()),

@@ -113,6 +113,17 @@ def open_partition(
     )
 
 
+def checkpoint_reads(root: Path, partition: int, version: int, local: Path) -> dict[str, Any]:
+    """:func:`kv_reads` of ``kv``'s ``partition`` at ``version``, opened read-only in
+    ``local`` (a fresh directory: rebuilt from the checkpoint)."""
+    part = open_partition(root, "kv", partition, version, local, read_only=True)
+    try:
+        assert part.stats.rebuilt or version == 0, "a fresh directory must be rebuilt"
+        return kv_reads(part.store, KV_KEYS)
+    finally:
+        part.abort()
+
+
 def write_kv(root: Path, scratch: Path) -> dict[str, Any]:
     rng = random.Random(KV["seed"])
     partitions: dict[str, Any] = {}
@@ -130,11 +141,8 @@ def write_kv(root: Path, scratch: Path) -> dict[str, Any]:
         for v in range(1, KV["versions"] + 1):
             with reference(ops_by_version, v) as store:
                 reads[str(v)] = kv_reads(store, KV_KEYS)
-            part = open_partition(root, "kv", p, v, scratch / f"check-{p}-{v}", read_only=True)
-            try:  # a set is written only when the checkpoint reads what was written
-                assert kv_reads(part.store, KV_KEYS) == reads[str(v)], (p, v)
-            finally:
-                part.abort()
+            # A set is written only when the checkpoint reads what was written.
+            assert checkpoint_reads(root, p, v, scratch / f"check-{p}-{v}") == reads[str(v)]
         partitions[str(p)] = {"ops": ops_by_version, "reads": reads}
     return {**KV, "partitions_data": partitions}
 

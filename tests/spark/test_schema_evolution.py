@@ -83,22 +83,22 @@ def test_a_table_column_added_and_widened_keeps_the_state(
     v0 = pa.schema([("sym", pa.string()), ("t", pa.int64()), ("price", pa.float32())])
     v1 = pa.schema([v0.field(0), v0.field(1), ("price", pa.float64()), ("venue", pa.string())])
     o_schema = pa.schema([("order_id", pa.int64()), ("sym", pa.string()), ("t", pa.int64())])
-    orders, prices = [], []
-    for i in range(2):
-        o, p = batch(rng, i, evolved=False)
-        orders.append(o)
-        prices.append(p)
-        write(tmp_path / "orders", i, o, o_schema)
-        write(tmp_path / "prices", i, p, v0)
+    orders: list[Any] = []
+    prices: list[Any] = []
+
+    def add(indices: range, evolved: bool, prices_schema: pa.Schema) -> None:
+        for i in indices:
+            o, p = batch(rng, i, evolved=evolved)
+            orders.append(o)
+            prices.append(p)
+            write(tmp_path / "orders", i, o, o_schema)
+            write(tmp_path / "prices", i, p, prices_schema)
+
+    add(range(2), False, v0)
     first = Collector()
     run_available_now(join(spark, tmp_path, PRICES_V0), tmp_path / "chk", first)
 
-    for i in range(2, 4):
-        o, p = batch(rng, i, evolved=True)
-        orders.append(o)
-        prices.append(p)
-        write(tmp_path / "orders", i, o, o_schema)
-        write(tmp_path / "prices", i, p, v1)
+    add(range(2, 4), True, v1)
     second = Collector()
     run_available_now(join(spark, tmp_path, PRICES_V1), tmp_path / "chk", second)
 
