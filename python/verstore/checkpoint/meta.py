@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import json
+import posixpath
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -271,7 +272,7 @@ EVOLVED_MARK = 0xFE
 
 
 def evolution_path(files: LineageFiles, layout_id: int) -> str:
-    return files.meta.rsplit("/", 1)[0] + f"/_columns-{layout_id}.json"
+    return posixpath.join(files.dir, f"_columns-{layout_id}.json")
 
 
 def read_evolutions(files: LineageFiles, base: ColumnLayout) -> list[ColumnLayout]:
