@@ -25,7 +25,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
 use crate::format::changelog::{
-    self, ATTEMPT_LEN, AttemptId, ChangelogHeader, HEADER_LEN, Record, StoredHeader,
+    self, ATTEMPT_LEN, AttemptId, ChangelogHeader, HEADER_LEN, Put, Record, StoredHeader,
 };
 use crate::spool::Spool;
 use crate::store::{VersionedStore, check_write};
@@ -131,7 +131,7 @@ impl<R: Read> ChunkReader<R> {
             let mut at = self.start;
             while records.len() < max_records.max(1) && at - self.start < CHUNK_BYTES {
                 let rest = self.buf.get(at..).unwrap_or_default();
-                match changelog::split_record(rest) {
+                match changelog::split_record(rest, self.header.format) {
                     Ok(Some((record, len))) => {
                         records.push(record);
                         at += len;
@@ -196,17 +196,26 @@ pub fn verify_changelog(bytes: &[u8], location: &str) -> Result<ChangelogHeader>
     changelog::decode(bytes, location).map(|(header, _)| header)
 }
 
-/// The change feed of one changelog file: its header and its records, verified as
+/// The change feed of one changelog file: its header and its writes, verified as
 /// [`verify_changelog`] does, as one Arrow batch in the order the writes were applied:
-/// `key` (binary), `value` (binary, null for a tombstone) and `timestamp` (int64).
+/// `key` (binary), `value` (binary, null for a tombstone) and `timestamp` (int64). Stream-time
+/// records (`VersionedStore::advance_stream_time`) change no key and are left out, so the
+/// batch may have fewer rows than the header's record count.
 ///
 /// # Errors
 /// [`Error::Corrupt`] naming `location` for any truncation, checksum or count mismatch.
 pub fn read_changelog(bytes: &[u8], location: &str) -> Result<(ChangelogHeader, RecordBatch)> {
     let (header, records) = changelog::decode(bytes, location)?;
-    let keys = BinaryArray::from_iter_values(records.iter().map(|r| r.key));
-    let values: BinaryArray = records.iter().map(|r| r.value).collect();
-    let times = Int64Array::from_iter_values(records.iter().map(|r| r.timestamp));
+    let writes: Vec<Put<'_>> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Put(put) => Some(*put),
+            Record::StreamTime(_) => None,
+        })
+        .collect();
+    let keys = BinaryArray::from_iter_values(writes.iter().map(|w| w.key));
+    let values: BinaryArray = writes.iter().map(|w| w.value).collect();
+    let times = Int64Array::from_iter_values(writes.iter().map(|w| w.timestamp));
     let batch = RecordBatch::try_new(
         changes_schema(),
         vec![Arc::new(keys), Arc::new(values), Arc::new(times)],
@@ -299,7 +308,7 @@ impl VersionedStore {
     ) -> Result<ChangelogHeader> {
         let (header, records) = changelog::decode(bytes, location)?;
         for (index, record) in records.iter().enumerate() {
-            check_write(record.value, record.timestamp, Some(index))?;
+            check_record(record, index)?;
         }
         self.replaying(|store| {
             records
@@ -345,18 +354,26 @@ impl VersionedStore {
     fn replay_chunk(&mut self, records: &[Record<'_>], first: u64) -> Result<()> {
         let first = usize::try_from(first).unwrap_or(usize::MAX);
         for (i, record) in records.iter().enumerate() {
-            check_write(
-                record.value,
-                record.timestamp,
-                Some(first.saturating_add(i)),
-            )?;
+            check_record(record, first.saturating_add(i))?;
         }
         self.transaction(|txn| {
             txn.reserve(records.len());
-            records
-                .iter()
-                .try_for_each(|r| txn.put(r.key, r.value, r.timestamp).map(drop))
+            records.iter().try_for_each(|record| match record {
+                Record::Put(w) => txn.put(w.key, w.value, w.timestamp).map(drop),
+                Record::StreamTime(timestamp) => {
+                    txn.advance_stream_time_alone(*timestamp);
+                    Ok(())
+                }
+            })
         })
+    }
+}
+
+/// Checks record `index` of a changelog as the call that made it checked its arguments.
+fn check_record(record: &Record<'_>, index: usize) -> Result<()> {
+    match record {
+        Record::Put(w) => check_write(w.value, w.timestamp, Some(index)),
+        Record::StreamTime(timestamp) => check_write(None, *timestamp, Some(index)),
     }
 }
 
@@ -551,11 +568,11 @@ mod tests {
 
     #[test]
     fn a_negative_timestamp_in_a_forged_changelog_is_refused() {
-        let record = Record {
+        let record = Record::Put(Put {
             key: b"k",
             value: Some(b"v"),
             timestamp: -1,
-        };
+        });
         let bytes = changelog::encode(1, ATTEMPT, PARENT, [record]);
         let mut store = VersionedStore::in_memory(config());
         let err = store

@@ -16,7 +16,8 @@
 //!
 //! `versions()` walks *every* live segment (docs/semantics.md §Q2: a version valid at `to` may be
 //! stored in a later segment, since rows are placed by valid-to), stopping at the first row that
-//! ends at or before `from`.
+//! ends at or before `from`. With tombstones (a scan's `tombstones` option) it finds them where
+//! the layout keeps them, explicit, implicit or degenerate (`walk_versions`).
 
 mod batch;
 pub(crate) mod columns;
@@ -220,6 +221,98 @@ pub(crate) fn as_of(
     Ok(None)
 }
 
+/// One version as a read of history with tombstones returns it: `value` `None` is a tombstone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Version {
+    pub(crate) value: Option<Vec<u8>>,
+    pub(crate) timestamp: i64,
+    pub(crate) valid_to: Option<i64>,
+}
+
+/// What a versions read selects: the versions whose validity meets `[from, to]`, tombstones
+/// too when `tombstones`.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    from: i64,
+    to: i64,
+    tombstones: bool,
+}
+
+impl Window {
+    fn selects(self, value: Option<&[u8]>, timestamp: i64, valid_to: Option<i64>) -> bool {
+        (value.is_some() || self.tombstones)
+            && timestamp <= self.to
+            && valid_to.is_none_or(|vt| vt > self.from)
+    }
+}
+
+/// Takes one version: `(value or None for a tombstone, timestamp, valid_to)`.
+type VisitVersion<'v> = dyn FnMut(Option<&[u8]>, i64, Option<i64>) + 'v;
+
+/// Hands every version of `key` that `window` selects to `visit`, newest first, as
+/// `(value or None for a tombstone, timestamp, valid_to)`.
+///
+/// Tombstones are found where the layout keeps them (docs/semantics.md §1.6): explicit entries
+/// of rows, and the end of a row that the next newer version does not start at — an implicit
+/// tombstone at the row's `next_timestamp`, or a degenerate row's only entry. Either ends where
+/// that next version starts.
+fn walk_versions(
+    client: &(impl ReadClient + ?Sized),
+    state: &State,
+    key: &[u8],
+    window: Window,
+    visit: &mut VisitVersion<'_>,
+) -> Result<()> {
+    // The start of the oldest version seen so far: the valid-to of the next one down.
+    let mut newer = read_map(client, &storage_key(LATEST_SEGMENT, key), |bytes| {
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
+        let (timestamp, value) = latest_value::decode(bytes)?;
+        if window.selects(Some(value), timestamp, None) {
+            visit(Some(value), timestamp, None);
+        }
+        Ok(Some(timestamp))
+    })?;
+    if window.to < horizon(state) {
+        return Ok(());
+    }
+    for segment in state.segments.newest_first() {
+        let location = || row_location(client, segment, key);
+        let ended = read_map(client, &storage_key(segment, key), |bytes| {
+            let Some(bytes) = bytes else {
+                return Ok(false);
+            };
+            let row = SegmentRow::decode(bytes, &location)?;
+            let end = row.next_timestamp();
+            if newer != Some(end) && window.selects(None, end, newer) {
+                visit(None, end, newer);
+            }
+            if end <= window.from {
+                return Ok(true);
+            }
+            // A degenerate row's entry is the tombstone at its end, handed over above.
+            let entries = if row.is_degenerate() {
+                &[][..]
+            } else {
+                row.entries()
+            };
+            for (index, entry) in entries.iter().enumerate() {
+                let valid_to = Some(row.valid_to(index));
+                if window.selects(entry.value, entry.timestamp, valid_to) {
+                    visit(entry.value, entry.timestamp, valid_to);
+                }
+            }
+            newer = Some(row.min_timestamp());
+            Ok(false)
+        })?;
+        if ended {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Every value version whose validity interval meets `[from, to]`, newest first unless
 /// `order` says otherwise.
 pub(crate) fn versions(
@@ -230,41 +323,62 @@ pub(crate) fn versions(
     to: i64,
     order: ResultOrder,
 ) -> Result<Vec<VersionedRecord>> {
+    let window = Window {
+        from,
+        to,
+        tombstones: false,
+    };
     let mut out = Vec::new();
-    if let Some(record) = latest(client, key)?.filter(|r| r.timestamp <= to) {
-        out.push(record);
-    }
-    if to >= horizon(state) {
-        for segment in state.segments.newest_first() {
-            let location = || row_location(client, segment, key);
-            let ended = read_map(client, &storage_key(segment, key), |bytes| {
-                let Some(bytes) = bytes else {
-                    return Ok(false);
-                };
-                let row = SegmentRow::decode(bytes, &location)?;
-                if row.next_timestamp() <= from {
-                    return Ok(true);
-                }
-                for (index, entry) in row.entries().iter().enumerate() {
-                    let valid_to = row.valid_to(index);
-                    if let Some(value) = entry
-                        .value
-                        .filter(|_| entry.timestamp <= to && valid_to > from)
-                    {
-                        out.push(VersionedRecord {
-                            value: value.to_vec(),
-                            timestamp: entry.timestamp,
-                            valid_to: Some(valid_to),
-                        });
-                    }
-                }
-                Ok(false)
-            })?;
-            if ended {
-                break;
+    walk_versions(
+        client,
+        state,
+        key,
+        window,
+        &mut |value, timestamp, valid_to| {
+            if let Some(value) = value {
+                out.push(VersionedRecord {
+                    value: value.to_vec(),
+                    timestamp,
+                    valid_to,
+                });
             }
-        }
+        },
+    )?;
+    if order == ResultOrder::Ascending {
+        out.reverse();
     }
+    Ok(out)
+}
+
+/// [`versions`] with the tombstones still stored, each in its place in the key's order with
+/// the valid-to of a value (the next version's timestamp, `None` for the newest).
+pub(crate) fn versions_with_tombstones(
+    client: &(impl ReadClient + ?Sized),
+    state: &State,
+    key: &[u8],
+    from: i64,
+    to: i64,
+    order: ResultOrder,
+) -> Result<Vec<Version>> {
+    let window = Window {
+        from,
+        to,
+        tombstones: true,
+    };
+    let mut out = Vec::new();
+    walk_versions(
+        client,
+        state,
+        key,
+        window,
+        &mut |value, timestamp, valid_to| {
+            out.push(Version {
+                value: value.map(<[u8]>::to_vec),
+                timestamp,
+                valid_to,
+            });
+        },
+    )?;
     if order == ResultOrder::Ascending {
         out.reverse();
     }

@@ -25,7 +25,9 @@
 //! **How a key is read.** Each segment the scan needs gets a cursor over the scan's key range:
 //! the latest-value store always; for an as-of read at or above the horizon the live segments
 //! from `segment_id(as_of)` up; for versions, when `to_time` is at or above the horizon, every
-//! live segment that can hold a version valid after `from_time`. The producer merges the cursors
+//! live segment that can hold a version valid after `from_time` (every live segment with
+//! tombstones: a tombstone at a row's end is valid until the next version, whatever its
+//! segment). The producer merges the cursors
 //! by key, and answers each key with the point-read algorithms of [`crate::read`] run against
 //! the rows the cursors stand on, so a scan and a `get` cannot disagree. An as-of read answered
 //! by the latest value (the common case) decodes it straight from its cursor.
@@ -39,6 +41,7 @@ pub(crate) mod pipe;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -53,20 +56,53 @@ use pipe::{OpenScans, Pipe, Received};
 pub(crate) enum Kind {
     /// The record valid at this time (`None`: the newest version), as `get`.
     AsOf(Option<i64>),
-    /// Every version whose validity meets `[from, to]`, in `order`, as `versions`.
+    /// Every version whose validity meets `[from, to]`, in `order`, as `versions`; with the
+    /// tombstones still stored when `tombstones`.
     Versions {
         from: i64,
         to: i64,
         order: ResultOrder,
+        tombstones: bool,
     },
 }
 
-/// A running scan: an iterator of record batches with columns `key`, `value`, `timestamp`
-/// (valid-from) and `valid_to` (null for newest versions), see [`schema`](batches::schema).
+impl Kind {
+    /// Whether rows may be tombstones (a null `value`).
+    pub(crate) fn has_tombstones(self) -> bool {
+        matches!(
+            self,
+            Self::Versions {
+                tombstones: true,
+                ..
+            }
+        )
+    }
+}
+
+/// What [`VersionedStore::scan_versions`](crate::VersionedStore::scan_versions) returns per key:
+/// the versions whose validity meets `[from, to]` (a missing bound is unbounded), in `order`,
+/// as `versions` returns them, and with `tombstones` the tombstones still stored too, each a
+/// row with a null `value` in its place in the key's order (docs/semantics.md §2.12).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanVersions {
+    /// Lower bound (inclusive) of the validity; `None` is unbounded.
+    pub from: Option<i64>,
+    /// Upper bound (inclusive); `None` is unbounded.
+    pub to: Option<i64>,
+    /// Each key's versions newest first (the default) or oldest first.
+    pub order: ResultOrder,
+    /// Return tombstones too, as rows with a null `value`.
+    pub tombstones: bool,
+}
+
+/// A running scan: an iterator of record batches with columns `key`, `value` (null for a
+/// tombstone, when the scan returns them), `timestamp` (valid-from) and `valid_to` (null for
+/// newest versions), see [`schema`](batches::schema).
 ///
 /// Iteration ends after the last batch; an error ends it too. Once the store is closed the scan
 /// yields [`Error::Closed`]. Dropping or [closing](Scan::close) a scan stops its thread.
 pub struct Scan {
+    schema: SchemaRef,
     pipe: Arc<Pipe>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Closed by its caller, or ended (the last batch or an error was returned).
@@ -82,6 +118,12 @@ impl std::fmt::Debug for Scan {
 }
 
 impl Scan {
+    /// The schema of the scan's batches.
+    #[must_use]
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
     /// Stops the scan and waits for its thread; later calls of `next` return `None`.
     pub fn close(&mut self) {
         self.done = true;
@@ -162,6 +204,7 @@ pub(crate) fn start(
         })?;
     pipe.wait_started();
     Ok(Scan {
+        schema: batches::schema_with(kind.has_tombstones()),
         pipe,
         thread: Some(thread),
         done: false,

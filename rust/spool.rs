@@ -15,7 +15,7 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::format::changelog::{self, AttemptId, ChangelogHeader, HEADER_LEN, Record};
+use crate::format::changelog::{self, AttemptId, ChangelogHeader, Format, HEADER_LEN, Put, Record};
 
 /// The spool file's name in a persistent store's directory.
 pub(crate) const SPOOL_FILE: &str = "changelog.spool";
@@ -23,23 +23,44 @@ pub(crate) const SPOOL_FILE: &str = "changelog.spool";
 const SPOOL_BUFFER: usize = 256 << 10;
 
 /// The accepted writes of one transaction, encoded as changelog records.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Log {
     bytes: Vec<u8>,
     records: u64,
+    /// The changelog format the records need.
+    format: Format,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Self {
+            bytes: Vec::new(),
+            records: 0,
+            format: Format::Writes,
+        }
+    }
 }
 
 impl Log {
     /// Logs the accepted write of `value` (`None`: a tombstone) for `key` at `timestamp`.
     pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) {
-        let record = Record {
+        self.push_record(Record::Put(Put {
             key,
             value,
             timestamp,
-        };
-        self.bytes.reserve(changelog::record_len(key, value));
+        }));
+    }
+
+    /// Logs an advance of observed stream time to `timestamp` by a call that stored no version.
+    pub(crate) fn push_stream_time(&mut self, timestamp: i64) {
+        self.push_record(Record::StreamTime(timestamp));
+    }
+
+    fn push_record(&mut self, record: Record<'_>) {
+        self.bytes.reserve(record.encoded_len());
         changelog::encode_record(record, &mut self.bytes);
         self.records += 1;
+        self.format = self.format.with(record);
     }
 }
 
@@ -57,6 +78,9 @@ enum Sink {
 pub(crate) struct Spool {
     sink: Sink,
     records: u64,
+    /// The format of the changelog recorded so far: version 2 once it holds a stream-time
+    /// record, so that changelogs of writes alone keep version 1's bytes.
+    format: Format,
     crc: crc32fast::Hasher,
     /// What went wrong when a write could not be spooled: every later take fails with it.
     broken: Option<String>,
@@ -92,6 +116,7 @@ impl Spool {
         Ok(Self {
             sink,
             records: 0,
+            format: Format::Writes,
             crc: crc32fast::Hasher::new(),
             broken: None,
         })
@@ -114,6 +139,7 @@ impl Spool {
             Ok(()) => {
                 self.crc.update(&log.bytes);
                 self.records += log.records;
+                self.format = self.format.max(log.format);
             }
             Err(e) => self.broken = Some(e.to_string()),
         }
@@ -155,6 +181,7 @@ impl Spool {
         match &taken {
             Ok(_) => {
                 self.records = 0;
+                self.format = Format::Writes;
                 self.crc = crc32fast::Hasher::new();
             }
             Err(e) if matches!(self.sink, Sink::File { .. }) => {
@@ -173,7 +200,7 @@ impl Spool {
         parent: AttemptId,
     ) -> Result<Vec<u8>> {
         let fields = self.header(version, attempt, parent)?;
-        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
+        let header = changelog::encode_header(&fields, self.format, self.crc.clone().finalize());
         let taken = match &mut self.sink {
             Sink::Memory(body) => {
                 let mut bytes = Vec::with_capacity(HEADER_LEN + body.len());
@@ -196,7 +223,7 @@ impl Spool {
         parent: AttemptId,
     ) -> Result<ChangelogHeader> {
         let fields = self.header(version, attempt, parent)?;
-        let header = changelog::encode_header(&fields, self.crc.clone().finalize());
+        let header = changelog::encode_header(&fields, self.format, self.crc.clone().finalize());
         if target.exists() {
             return Err(Error::io(target)(std::io::ErrorKind::AlreadyExists.into()));
         }

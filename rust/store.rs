@@ -200,6 +200,22 @@ impl VersionedStore {
         self.transaction(|txn| txn.delete(key, timestamp))
     }
 
+    /// Raises observed stream time to `timestamp` when it is higher (otherwise nothing
+    /// happens), as a write at `timestamp` that stores no version: it drops the segments a put
+    /// at `timestamp` would expire, and a recording store logs it for the next changelog
+    /// (docs/semantics.md §2.14). Returns the observed stream time after the call.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a negative timestamp; storage errors.
+    pub fn advance_stream_time(&mut self, timestamp: i64) -> Result<i64> {
+        check_write(None, timestamp, None)?;
+        self.transaction(|txn| {
+            txn.advance_stream_time_alone(timestamp);
+            Ok(())
+        })?;
+        Ok(self.state.stream_time)
+    }
+
     /// The newest version of `key`, if it is a value. The latest value never expires.
     ///
     /// # Errors

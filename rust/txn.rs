@@ -134,6 +134,21 @@ impl<'s> Txn<'s> {
         }
     }
 
+    /// Advances observed stream time to `timestamp` as a write at that time would, storing no
+    /// version (`VersionedStore::advance_stream_time`, a replayed stream-time record); logs the
+    /// advance when there is one. No version shows the new stream time, so the write records it
+    /// even where the store defers its metadata.
+    pub(crate) fn advance_stream_time_alone(&mut self, timestamp: i64) {
+        if timestamp <= self.state.stream_time {
+            return;
+        }
+        self.advance_stream_time(timestamp);
+        self.overlay.keep_stream_time();
+        if let Some(log) = &mut self.log {
+            log.push_stream_time(timestamp);
+        }
+    }
+
     /// The transaction's writes and the accepted writes it logged.
     pub(crate) fn finish(mut self) -> (Overlay, Option<Log>) {
         self.note_latest_keys();

@@ -194,6 +194,29 @@ class VersionedStore:
             ValueError: ``timestamp`` is negative or beyond 64 bits.
             StoreClosedError: The store is closed.
         """
+    def advance_stream_time(self, timestamp: int) -> int:
+        """Raises ``observed_stream_time`` to ``timestamp`` if that is higher; otherwise does
+        nothing.
+
+        A write that stores no version (docs/semantics.md §2.14): it drops the history segments
+        a put at ``timestamp`` would expire, so that writes older than ``timestamp -
+        history_retention_ms`` are rejected from then on, and a store opened with
+        ``record_changes=True`` records it for :meth:`take_changelog` (a changelog holding it
+        is format version 2), so that replaying the changelog reproduces it. Meant for copying
+        a store's history into new stores (rescaling): put every version in timestamp order,
+        then advance to the source's ``observed_stream_time``.
+
+        Args:
+            timestamp: The new observed stream time, >= 0.
+
+        Returns:
+            The observed stream time after the call.
+
+        Raises:
+            TypeError: ``timestamp`` is not an int (a bool is not a time).
+            ValueError: ``timestamp`` is negative or beyond 64 bits.
+            StoreClosedError: The store is closed.
+        """
     def versions(
         self,
         key: bytes,
@@ -325,6 +348,7 @@ class VersionedStore:
         from_time: int | None = None,
         to_time: int | None = None,
         ascending: bool = False,
+        tombstones: bool = False,
         batch_rows: int = 65536,
     ) -> Scan:
         """:meth:`versions` for every key, in key order, as Arrow batches.
@@ -332,6 +356,15 @@ class VersionedStore:
         Each key's rows are exactly what :meth:`versions` returns for it, newest first (oldest
         first with ``ascending``); keys come in ascending byte order. Consistent, lazy and
         bounded as :meth:`scan`; a key's versions may span two batches.
+
+        With ``tombstones=True`` each key's rows also hold the tombstones still stored, each a
+        row with a null ``value`` in its place in the key's order, selected by the bounds as a
+        value is, with a ``valid_to`` as a value's (the next version's timestamp, null for the
+        newest). A tombstone is stored until the segment that holds it is dropped
+        (docs/semantics.md §2.12). Putting every row of a full scan with ``tombstones=True``
+        (``None`` for a null value) into an empty store in timestamp order, then calling
+        :meth:`advance_stream_time` with this store's ``observed_stream_time``, gives a store
+        with the same reads and the same results for later writes.
 
         Args:
             start: Lowest key (inclusive); ``None``: from the first key.
@@ -341,10 +374,12 @@ class VersionedStore:
             to_time: Upper bound (inclusive); ``None`` is unbounded. Below the retention
                 horizon only each key's newest version can be returned.
             ascending: Each key's versions oldest first if true; newest first by default.
+            tombstones: Return tombstones too, as rows with a null ``value``.
             batch_rows: Rows per batch, >= 1.
 
         Returns:
-            An iterator of ``pyarrow.RecordBatch`` with the columns of :meth:`scan`.
+            An iterator of ``pyarrow.RecordBatch`` with the columns of :meth:`scan`; with
+            ``tombstones=True`` the ``value`` column is nullable.
 
         Raises:
             TypeError: A key bound is not bytes, a time or ``batch_rows`` is not an int.
@@ -402,7 +437,8 @@ class VersionedStore:
     def apply_changelog(
         self, path: str | os.PathLike[str], *, name: str = "changelog", chunk_records: int = 65536
     ) -> ChangelogHeader:
-        """Replays a changelog file; the result equals applying its writes in order.
+        """Replays a changelog file; the result equals applying its writes (and advances of
+        stream time, :meth:`advance_stream_time`) in order.
 
         The file is read in chunks of at most ``chunk_records`` records (and about 8 MiB), each
         applied as one atomic write, so memory holds a chunk, never the file. Replayed writes are
@@ -466,8 +502,8 @@ class Scan:
             StorageError: RocksDB failed (the scan ends).
         """
     schema: Final[pa.Schema]
-    """The batches' schema: ``key``, ``value`` (binary), ``timestamp``, ``valid_to``
-    (int64, nullable)."""
+    """The batches' schema: ``key``, ``value`` (binary, nullable only in a scan with
+    ``tombstones=True``), ``timestamp``, ``valid_to`` (int64, nullable)."""
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -608,7 +644,7 @@ class ChangelogHeader:
     parent_attempt: Final[bytes]
     """The 16-byte id of the attempt that wrote the version before."""
     record_count: Final[int]
-    """The number of records."""
+    """The number of records, stream-time records included."""
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -633,7 +669,9 @@ def read_changelog(data: bytes, name: str = "changelog") -> tuple[ChangelogHeade
     Returns:
         The header, and the accepted writes in the order they were applied: a batch of ``key``
         (binary), ``value`` (binary, null for a tombstone) and ``timestamp`` (int64). The GIL
-        is released while decoding.
+        is released while decoding. Stream-time records (:meth:`VersionedStore.advance_stream_time`)
+        change no key and are left out, so the batch may have fewer rows than
+        ``header.record_count``, which counts every record.
 
     Raises:
         CorruptionError: Naming ``name``.

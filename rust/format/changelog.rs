@@ -5,7 +5,7 @@
 //! ```text
 //! offset  size  field
 //! 0       4     magic            "VSCL"
-//! 4       4     format version   u32 BE = 1
+//! 4       4     format version   u32 BE = 1, or 2 when the body holds a stream-time record
 //! 8       8     version          i64 BE   the version this changelog produces
 //! 16      16    attempt id       the attempt that wrote it (opaque, e.g. a UUID)
 //! 32      16    parent attempt   the attempt that wrote version − 1 (zeros for version 1)
@@ -15,26 +15,32 @@
 //! 64      ...   records, back to back
 //! ```
 //!
-//! Each record is one accepted write (a delete is its tombstone write):
+//! Each record is one accepted write (a delete is its tombstone write), or, in format version 2,
+//! an advance of observed stream time by a call that stored no version
+//! (`VersionedStore::advance_stream_time`):
 //!
 //! ```text
 //! offset      size  field
-//! 0           4     key_len     u32 BE
+//! 0           4     key_len     u32 BE   (0 for a stream-time record)
 //! 4           k     key
-//! 4 + k       4     value_len   i32 BE   -1 = tombstone, 0 = empty value, v = v bytes
+//! 4 + k       4     value_len   i32 BE   -1 = tombstone, -2 = stream time, 0 = empty value,
+//!                                        v = v bytes
 //! 8 + k       v     value       (v = max(value_len, 0))
-//! 8 + k + v   8     timestamp   i64 BE
+//! 8 + k + v   8     timestamp   i64 BE   the write's time, or the new stream time
 //! ```
 //!
-//! Records are the writes in the order they were applied: replaying them with the normal put
-//! algorithm reproduces the state exactly (`docs/semantics.md` §2.10). The body is produced
-//! record by record as writes are accepted, its checksum computed on the way, so the header —
-//! which holds the count and that checksum — is encoded last ([`encode_header`]). Reading goes
-//! the other way: [`decode_header`] checks the header alone (enough for listings), and
-//! [`split_record`] takes one record off the front of a byte string, telling a record cut short
-//! (read more) from a malformed one, so that a reader can decode a file chunk by chunk.
+//! Records are the changes in the order they were applied: replaying them with the normal put
+//! algorithm (and the stream-time advance) reproduces the state exactly (`docs/semantics.md`
+//! §2.10). Only a changelog holding a stream-time record is written as format version 2, so
+//! that every other changelog keeps the bytes of version 1, which older builds read. The body
+//! is produced record by record as writes are accepted, its checksum computed on the way, so
+//! the header — which holds the count and that checksum — is encoded last ([`encode_header`]).
+//! Reading goes the other way: [`decode_header`] checks the header alone (enough for listings),
+//! and [`split_record`] takes one record off the front of a byte string, telling a record cut
+//! short (read more) from a malformed one, so that a reader can decode a file chunk by chunk.
 //!
-//! Checkpoints in the field hold these bytes: any change to them is a new format version.
+//! Checkpoints in the field hold these bytes: any change to them is a new format version. The
+//! record count of the header counts every record, stream-time records included.
 
 use std::mem::size_of;
 
@@ -42,8 +48,6 @@ use super::{read_array, read_i32, read_i64, read_u32, read_u64};
 use crate::error::{Error, Result};
 
 const MAGIC: [u8; 4] = *b"VSCL";
-/// The layout version this build writes and reads.
-const FORMAT_VERSION: u32 = 1;
 /// Length of an attempt id.
 pub const ATTEMPT_LEN: usize = 16;
 
@@ -62,6 +66,8 @@ pub const HEADER_LEN: usize = HEADER_CRC_AT + size_of::<u32>();
 const KEY_AT: usize = size_of::<u32>();
 /// `value_len` of a tombstone.
 const TOMBSTONE_LEN: i32 = -1;
+/// `value_len` of a stream-time record (format version 2).
+const STREAM_TIME_LEN: i32 = -2;
 /// The bytes of a record besides its key and value.
 const RECORD_OVERHEAD: usize = KEY_AT + size_of::<i32>() + size_of::<i64>();
 
@@ -81,19 +87,63 @@ pub struct ChangelogHeader {
     pub record_count: u64,
 }
 
-/// A header as stored: its fields and the checksum of the body it heads.
+/// The layout version of a changelog file: which records its body may hold. Later versions
+/// may hold more (`Ord`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Format {
+    /// Writes only: the bytes of every changelog before stream-time records existed.
+    Writes = 1,
+    /// Writes and stream-time records. A reader of version 1 would take a `-2` for damage, so
+    /// only a changelog that holds one is written as version 2.
+    WithStreamTime = 2,
+}
+
+impl Format {
+    /// The format a body of this format needs once it also holds `record`.
+    pub(crate) fn with(self, record: Record<'_>) -> Self {
+        match record {
+            Record::Put(_) => self,
+            Record::StreamTime(_) => Self::WithStreamTime,
+        }
+    }
+
+    fn from_number(number: u32) -> Option<Self> {
+        match number {
+            1 => Some(Self::Writes),
+            2 => Some(Self::WithStreamTime),
+            _ => None,
+        }
+    }
+
+    fn number(self) -> u32 {
+        self as u32
+    }
+}
+
+/// A header as stored: its fields, its layout version and the checksum of the body it heads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StoredHeader {
     pub(crate) fields: ChangelogHeader,
+    pub(crate) format: Format,
     pub(crate) body_crc: u32,
 }
 
-/// One logged write, borrowed from the bytes it was decoded from: `value = None` is a tombstone.
+/// One accepted write, borrowed from the bytes it was decoded from: `value = None` is a
+/// tombstone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Record<'a> {
+pub(crate) struct Put<'a> {
     pub(crate) key: &'a [u8],
     pub(crate) value: Option<&'a [u8]>,
     pub(crate) timestamp: i64,
+}
+
+/// One logged change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Record<'a> {
+    /// An accepted write.
+    Put(Put<'a>),
+    /// Observed stream time advanced to this time by a call that stored no version.
+    StreamTime(i64),
 }
 
 /// Writes `bytes` at offset `at` of a header.
@@ -103,11 +153,15 @@ fn put(header: &mut [u8; HEADER_LEN], at: usize, bytes: &[u8]) {
     }
 }
 
-/// Encodes the header of a changelog whose body has checksum `body_crc`.
-pub(crate) fn encode_header(header: &ChangelogHeader, body_crc: u32) -> [u8; HEADER_LEN] {
+/// Encodes the header of a changelog of `format` whose body has checksum `body_crc`.
+pub(crate) fn encode_header(
+    header: &ChangelogHeader,
+    format: Format,
+    body_crc: u32,
+) -> [u8; HEADER_LEN] {
     let mut out = [0; HEADER_LEN];
     put(&mut out, MAGIC_AT, &MAGIC);
-    put(&mut out, FORMAT_VERSION_AT, &FORMAT_VERSION.to_be_bytes());
+    put(&mut out, FORMAT_VERSION_AT, &format.number().to_be_bytes());
     put(&mut out, VERSION_AT, &header.version.to_be_bytes());
     put(&mut out, ATTEMPT_AT, &header.attempt);
     put(&mut out, PARENT_ATTEMPT_AT, &header.parent_attempt);
@@ -141,12 +195,9 @@ pub(crate) fn decode_header(bytes: &[u8], location: &str) -> Result<StoredHeader
     if read_u32(&header, HEADER_CRC_AT) != Some(crc32fast::hash(covered)) {
         return Err(corrupt("header checksum mismatch"));
     }
-    let format = field(read_u32(&header, FORMAT_VERSION_AT), location)?;
-    if format != FORMAT_VERSION {
-        return Err(corrupt(&format!(
-            "unknown changelog format version {format}"
-        )));
-    }
+    let number = field(read_u32(&header, FORMAT_VERSION_AT), location)?;
+    let format = Format::from_number(number)
+        .ok_or_else(|| corrupt(&format!("unknown changelog format version {number}")))?;
     Ok(StoredHeader {
         fields: ChangelogHeader {
             version: field(read_i64(&header, VERSION_AT), location)?,
@@ -154,6 +205,7 @@ pub(crate) fn decode_header(bytes: &[u8], location: &str) -> Result<StoredHeader
             parent_attempt: field(read_array(&header, PARENT_ATTEMPT_AT), location)?,
             record_count: field(read_u64(&header, RECORD_COUNT_AT), location)?,
         },
+        format,
         body_crc: field(read_u32(&header, BODY_CRC_AT), location)?,
     })
 }
@@ -163,34 +215,48 @@ fn field<T>(value: Option<T>, location: &str) -> Result<T> {
     value.ok_or_else(|| Error::corrupt(location, "header"))
 }
 
-/// The encoded length of a record of `key` and `value`.
-pub(crate) fn record_len(key: &[u8], value: Option<&[u8]>) -> usize {
-    RECORD_OVERHEAD + key.len() + value.map_or(0, <[u8]>::len)
+impl Record<'_> {
+    /// The length of the record's encoding.
+    pub(crate) fn encoded_len(self) -> usize {
+        match self {
+            Self::Put(put) => RECORD_OVERHEAD + put.key.len() + put.value.map_or(0, <[u8]>::len),
+            Self::StreamTime(_) => RECORD_OVERHEAD,
+        }
+    }
 }
 
 /// Appends the encoding of `record` to `out`.
 pub(crate) fn encode_record(record: Record<'_>, out: &mut Vec<u8>) {
-    // Keys and values are bounded by the store's MAX_VALUE_LEN checks before they are logged.
-    let key_len = u32::try_from(record.key.len()).unwrap_or(u32::MAX);
+    let (key, value_len, value, timestamp): (&[u8], i32, &[u8], i64) = match record {
+        // Keys and values are bounded by the store's MAX_VALUE_LEN checks before they are logged.
+        Record::Put(put) => match put.value {
+            Some(value) => {
+                let len = i32::try_from(value.len()).unwrap_or(i32::MAX);
+                (put.key, len, value, put.timestamp)
+            }
+            None => (put.key, TOMBSTONE_LEN, &[], put.timestamp),
+        },
+        Record::StreamTime(timestamp) => (&[], STREAM_TIME_LEN, &[], timestamp),
+    };
+    let key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&key_len.to_be_bytes());
-    out.extend_from_slice(record.key);
-    match record.value {
-        Some(value) => {
-            let value_len = i32::try_from(value.len()).unwrap_or(i32::MAX);
-            out.extend_from_slice(&value_len.to_be_bytes());
-            out.extend_from_slice(value);
-        }
-        None => out.extend_from_slice(&TOMBSTONE_LEN.to_be_bytes()),
-    }
-    out.extend_from_slice(&record.timestamp.to_be_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&value_len.to_be_bytes());
+    out.extend_from_slice(value);
+    out.extend_from_slice(&timestamp.to_be_bytes());
 }
 
-/// Takes the record at the start of `bytes`: `Ok(Some((record, its length)))`, or `Ok(None)`
-/// when `bytes` ends before the record does (a reader then needs more bytes).
+/// Takes the record at the start of `bytes`, the body of a changelog of `format`:
+/// `Ok(Some((record, its length)))`, or `Ok(None)` when `bytes` ends before the record does (a
+/// reader then needs more bytes).
 ///
 /// # Errors
-/// A description of a record that no encoder writes (a value length below -1).
-pub(crate) fn split_record(bytes: &[u8]) -> Result<Option<(Record<'_>, usize)>, String> {
+/// A description of a record that no encoder of `format` writes (a value length below -2, a
+/// stream-time record in format 1 or with a key).
+pub(crate) fn split_record(
+    bytes: &[u8],
+    format: Format,
+) -> Result<Option<(Record<'_>, usize)>, String> {
     let Some(key_len) = read_u32(bytes, 0) else {
         return Ok(None);
     };
@@ -213,20 +279,46 @@ pub(crate) fn split_record(bytes: &[u8]) -> Result<Option<(Record<'_>, usize)>, 
             }
         }
         Err(_) if value_len == TOMBSTONE_LEN => (None, value_at),
+        Err(_) if value_len == STREAM_TIME_LEN => {
+            check_stream_time_record(key, format)?;
+            let Some(timestamp) = read_i64(bytes, value_at) else {
+                return Ok(None);
+            };
+            let len = value_at + size_of::<i64>();
+            return Ok(Some((Record::StreamTime(timestamp), len)));
+        }
         Err(_) => return Err(format!("bad value length {value_len}")),
     };
     let Some(timestamp) = read_i64(bytes, timestamp_at) else {
         return Ok(None);
     };
-    let record = Record {
+    let record = Record::Put(Put {
         key,
         value,
         timestamp,
-    };
+    });
     Ok(Some((record, timestamp_at + size_of::<i64>())))
 }
 
-/// Encodes a whole changelog file.
+/// A stream-time record is valid in format 2 only, and has no key.
+fn check_stream_time_record(key: &[u8], format: Format) -> Result<(), String> {
+    if format != Format::WithStreamTime {
+        return Err(format!(
+            "a stream-time record (value length {STREAM_TIME_LEN}) in a changelog of format \
+             version {}",
+            format.number()
+        ));
+    }
+    if !key.is_empty() {
+        return Err(format!(
+            "a stream-time record with a {}-byte key (it has none)",
+            key.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Encodes a whole changelog file, of the format its records need.
 pub(crate) fn encode<'a>(
     version: i64,
     attempt: AttemptId,
@@ -235,7 +327,9 @@ pub(crate) fn encode<'a>(
 ) -> Vec<u8> {
     let mut out = vec![0; HEADER_LEN];
     let mut record_count = 0;
+    let mut format = Format::Writes;
     for record in records {
+        format = format.with(record);
         encode_record(record, &mut out);
         record_count += 1;
     }
@@ -247,7 +341,7 @@ pub(crate) fn encode<'a>(
     };
     let body_crc = crc32fast::hash(out.get(HEADER_LEN..).unwrap_or_default());
     if let Some(slot) = out.get_mut(..HEADER_LEN) {
-        slot.copy_from_slice(&encode_header(&header, body_crc));
+        slot.copy_from_slice(&encode_header(&header, format, body_crc));
     }
     out
 }
@@ -272,7 +366,7 @@ pub(crate) fn decode<'a>(
     let mut rest = body;
     while !rest.is_empty() {
         let at = HEADER_LEN + (body.len() - rest.len());
-        let (record, len) = split_record(rest)
+        let (record, len) = split_record(rest, stored.format)
             .map_err(|detail| Error::corrupt(location, format!("{detail} at byte {at}")))?
             .ok_or_else(|| {
                 Error::corrupt(location, format!("record runs past the end at byte {at}"))
@@ -308,11 +402,11 @@ mod tests {
     const PARENT: AttemptId = [0x22; ATTEMPT_LEN];
 
     fn record<'a>(key: &'a [u8], value: Option<&'a [u8]>, timestamp: i64) -> Record<'a> {
-        Record {
+        Record::Put(Put {
             key,
             value,
             timestamp,
-        }
+        })
     }
 
     fn header(record_count: u64) -> ChangelogHeader {
@@ -379,7 +473,7 @@ mod tests {
         ];
         for records in cases {
             let bytes = encode(3, ATTEMPT, PARENT, records.iter().copied());
-            let body_len: usize = records.iter().map(|r| record_len(r.key, r.value)).sum();
+            let body_len: usize = records.iter().map(|r| r.encoded_len()).sum();
             assert_eq!(bytes.len(), HEADER_LEN + body_len);
             let (decoded, back) = decode(&bytes, "case").expect("decodes");
             assert_eq!(decoded, header(records.len() as u64));
@@ -394,21 +488,35 @@ mod tests {
         let mut bytes = Vec::new();
         encode_record(record(b"key", Some(b"value"), 42), &mut bytes);
         encode_record(record(b"", None, 1), &mut bytes);
-        let first = record_len(b"key", Some(b"value"));
+        let first = record(b"key", Some(b"value"), 42).encoded_len();
         for len in 0..first {
-            assert_eq!(split_record(&bytes[..len]), Ok(None), "cut at {len}");
+            assert_eq!(
+                split_record(&bytes[..len], Format::Writes),
+                Ok(None),
+                "cut at {len}"
+            );
         }
-        let (got, len) = split_record(&bytes).expect("valid").expect("whole");
-        assert_eq!((got, len), (record(b"key", Some(b"value"), 42), first));
-        let (got, len) = split_record(&bytes[first..])
+        let (got, len) = split_record(&bytes, Format::Writes)
             .expect("valid")
             .expect("whole");
-        assert_eq!((got, len), (record(b"", None, 1), record_len(b"", None)));
-        // a value length below -1 is malformed, however many bytes follow
+        assert_eq!((got, len), (record(b"key", Some(b"value"), 42), first));
+        let (got, len) = split_record(&bytes[first..], Format::Writes)
+            .expect("valid")
+            .expect("whole");
+        assert_eq!(
+            (got, len),
+            (record(b"", None, 1), record(b"", None, 1).encoded_len())
+        );
+        // a value length below -2 is malformed in any format, however many bytes follow
         let mut bad = Vec::new();
         encode_record(record(b"k", None, 1), &mut bad);
-        bad[KEY_AT + 1..KEY_AT + 1 + 4].copy_from_slice(&(-2i32).to_be_bytes());
-        assert_eq!(split_record(&bad), Err("bad value length -2".to_owned()));
+        bad[KEY_AT + 1..KEY_AT + 1 + 4].copy_from_slice(&(-3i32).to_be_bytes());
+        for format in [Format::Writes, Format::WithStreamTime] {
+            assert_eq!(
+                split_record(&bad, format),
+                Err("bad value length -3".to_owned())
+            );
+        }
     }
 
     #[test]
@@ -433,27 +541,127 @@ mod tests {
         assert!(decode(&longer, "3.changelog").is_err());
     }
 
-    #[test]
-    fn unknown_format_versions_are_refused() {
-        let mut bytes = encode(1, ATTEMPT, PARENT, []);
-        bytes[FORMAT_VERSION_AT..VERSION_AT].copy_from_slice(&2u32.to_be_bytes());
+    /// `bytes` with its header's format version set to `number` (checksum fixed).
+    fn with_format_number(mut bytes: Vec<u8>, number: u32) -> Vec<u8> {
+        bytes[FORMAT_VERSION_AT..VERSION_AT].copy_from_slice(&number.to_be_bytes());
         let crc = crc32fast::hash(&bytes[..HEADER_CRC_AT]);
         bytes[HEADER_CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_be_bytes());
-        let err = decode_header(&bytes, "1.changelog").expect_err("version 2");
-        assert!(err.to_string().contains("format version 2"), "{err}");
+        bytes
     }
 
-    type Owned = (Vec<u8>, Option<Vec<u8>>, i64);
+    #[test]
+    fn unknown_format_versions_are_refused() {
+        for number in [0, 3, u32::MAX] {
+            let bytes = with_format_number(encode(1, ATTEMPT, PARENT, []), number);
+            let err = decode_header(&bytes, "1.changelog").expect_err("unknown version");
+            let expected = format!("format version {number}");
+            assert!(err.to_string().contains(&expected), "{err}");
+        }
+    }
 
-    fn arb_records() -> impl Strategy<Value = Vec<Owned>> {
-        proptest::collection::vec(
-            (
-                proptest::collection::vec(any::<u8>(), 0..6),
-                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6)),
-                any::<i64>(),
-            ),
-            0..20,
-        )
+    /// A stream-time record: no key, `value_len = -2`, the new stream time. Its changelog is
+    /// format version 2; the record count counts it.
+    #[test]
+    fn a_stream_time_record_makes_format_version_2_byte_for_byte() {
+        let expected = hex("5653434C 00000002 0000000000000003
+             11111111111111111111111111111111
+             22222222222222222222222222222222
+             0000000000000002 0BA9702E CF306105
+             00000001 6B 00000001 76 0000000000000005
+             00000000 FFFFFFFE 0000000000000009");
+        let records = [record(b"k", Some(b"v"), 5), Record::StreamTime(9)];
+        let bytes = encode(3, ATTEMPT, PARENT, records);
+        assert_eq!(bytes, expected);
+        let stored = decode_header(&bytes, "3.changelog").expect("header");
+        assert_eq!(
+            (stored.format, stored.fields),
+            (Format::WithStreamTime, header(2))
+        );
+        let (decoded, back) = decode(&bytes, "3.changelog").expect("decodes");
+        assert_eq!((decoded, back.as_slice()), (header(2), &records[..]));
+        let body_len: usize = records.iter().map(|r| r.encoded_len()).sum();
+        assert_eq!(bytes.len(), HEADER_LEN + body_len);
+    }
+
+    /// Writes alone stay format version 1, whatever else the build can write; a reader takes
+    /// a version-2 file without stream-time records too.
+    #[test]
+    fn writes_alone_stay_format_version_1_and_version_2_reads_them() {
+        let records = [record(b"k", Some(b"v"), 5), record(b"x", None, 7)];
+        let bytes = encode(3, ATTEMPT, PARENT, records);
+        assert_eq!(bytes[FORMAT_VERSION_AT..VERSION_AT], 1u32.to_be_bytes());
+        let two = with_format_number(bytes, 2);
+        let (decoded, back) = decode(&two, "3.changelog").expect("decodes");
+        assert_eq!((decoded, back.as_slice()), (header(2), &records[..]));
+    }
+
+    /// A `-2` record in a version-1 file, or one with a key, is damage naming the file, read
+    /// whole or record by record.
+    #[test]
+    fn a_misplaced_or_keyed_stream_time_record_is_corrupt() {
+        let advanced = encode(3, ATTEMPT, PARENT, [Record::StreamTime(9)]);
+        let in_version_1 = with_format_number(advanced.clone(), 1);
+        let err = decode(&in_version_1, "3.changelog").expect_err("version 1");
+        assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("3.changelog"), "{text}");
+        assert!(text.contains("format version 1"), "{text}");
+        let body = &advanced[HEADER_LEN..];
+        assert!(split_record(body, Format::Writes).is_err());
+        // the same record with a key
+        let mut keyed_body = Vec::new();
+        keyed_body.extend_from_slice(&1u32.to_be_bytes());
+        keyed_body.push(b'k');
+        keyed_body.extend_from_slice(&STREAM_TIME_LEN.to_be_bytes());
+        keyed_body.extend_from_slice(&9i64.to_be_bytes());
+        assert_eq!(
+            split_record(&keyed_body, Format::WithStreamTime),
+            Err("a stream-time record with a 1-byte key (it has none)".to_owned())
+        );
+        let mut keyed = advanced[..HEADER_LEN].to_vec();
+        keyed.extend_from_slice(&keyed_body);
+        let body_crc = crc32fast::hash(&keyed_body);
+        keyed[BODY_CRC_AT..HEADER_CRC_AT].copy_from_slice(&body_crc.to_be_bytes());
+        let keyed = with_format_number(keyed, 2);
+        let err = decode(&keyed, "4.changelog").expect_err("a key");
+        assert!(err.to_string().contains("4.changelog"), "{err}");
+        assert!(err.to_string().contains("1-byte key"), "{err}");
+    }
+
+    #[test]
+    fn a_stream_time_record_cut_short_asks_for_more_bytes() {
+        let mut bytes = Vec::new();
+        encode_record(Record::StreamTime(i64::MAX), &mut bytes);
+        assert_eq!(bytes.len(), 16);
+        for len in 0..bytes.len() {
+            let cut = split_record(&bytes[..len], Format::WithStreamTime);
+            assert_eq!(cut, Ok(None), "cut at {len}");
+        }
+        let whole = split_record(&bytes, Format::WithStreamTime);
+        assert_eq!(whole, Ok(Some((Record::StreamTime(i64::MAX), 16))));
+    }
+
+    /// A write `(key, value, timestamp)`, or a stream-time record (`None`).
+    type Owned = Option<(Vec<u8>, Option<Vec<u8>>, i64)>;
+
+    fn arb_records() -> impl Strategy<Value = Vec<(Owned, i64)>> {
+        let write = (
+            proptest::collection::vec(any::<u8>(), 0..6),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6)),
+            any::<i64>(),
+        );
+        let owned = prop_oneof![4 => write.prop_map(Some), 1 => Just(None)];
+        proptest::collection::vec((owned, any::<i64>()), 0..20)
+    }
+
+    fn borrow(records: &[(Owned, i64)]) -> Vec<Record<'_>> {
+        records
+            .iter()
+            .map(|(owned, advanced_to)| match owned {
+                Some((k, v, t)) => record(k, v.as_deref(), *t),
+                None => Record::StreamTime(*advanced_to),
+            })
+            .collect()
     }
 
     proptest! {
@@ -463,21 +671,23 @@ mod tests {
             version in any::<i64>(),
             attempt in any::<[u8; ATTEMPT_LEN]>(),
         ) {
-            let borrowed: Vec<Record<'_>> = records
-                .iter()
-                .map(|(k, v, t)| record(k, v.as_deref(), *t))
-                .collect();
+            let borrowed = borrow(&records);
             let bytes = encode(version, attempt, PARENT, borrowed.iter().copied());
             let (decoded, back) = decode(&bytes, "any").expect("decodes");
             prop_assert_eq!(decoded.version, version);
             prop_assert_eq!(decoded.attempt, attempt);
+            prop_assert_eq!(decoded.record_count, borrowed.len() as u64);
+            let advances = borrowed.iter().any(|r| matches!(r, Record::StreamTime(_)));
+            let number = if advances { 2u32 } else { 1 };
+            prop_assert_eq!(&bytes[FORMAT_VERSION_AT..VERSION_AT], &number.to_be_bytes()[..]);
             prop_assert_eq!(back, borrowed);
         }
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&bytes, "any");
-            let _ = split_record(&bytes);
+            let _ = split_record(&bytes, Format::Writes);
+            let _ = split_record(&bytes, Format::WithStreamTime);
         }
     }
 }

@@ -43,6 +43,10 @@ pub(crate) struct Overlay {
     /// Segments dropped: `[lowest dropped, lowest live)`.
     dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
+    /// Record the stream time even where the store defers it (`defer_metadata`): it was set by
+    /// an advance that stored no version, which an open after a crash could not recompute it
+    /// from (`store/metadata.rs`).
+    stream_time_kept: bool,
     /// The number of latest-value entries to record, when a write changed it.
     latest_keys: Option<u64>,
     /// About how many bytes `pending` holds.
@@ -67,9 +71,10 @@ impl Overlay {
         self.stream_time_changed || self.latest_keys.is_some()
     }
 
-    /// Leaves the stream time and the key count out of the write (`store/metadata.rs`).
+    /// Leaves the stream time (unless kept) and the key count out of the write
+    /// (`store/metadata.rs`).
     pub(crate) fn defer_metadata(&mut self) {
-        self.stream_time_changed = false;
+        self.stream_time_changed &= self.stream_time_kept;
         self.latest_keys = None;
     }
 
@@ -96,6 +101,13 @@ impl Overlay {
     /// Records that observed stream time moved: the write carries the new one.
     pub(crate) fn note_stream_time_changed(&mut self) {
         self.stream_time_changed = true;
+    }
+
+    /// Records that observed stream time moved without a version that shows it: the write
+    /// carries the new one even when the store defers its metadata.
+    pub(crate) fn keep_stream_time(&mut self) {
+        self.stream_time_changed = true;
+        self.stream_time_kept = true;
     }
 
     /// Records the new number of latest-value entries with the writes.

@@ -24,6 +24,7 @@ impl Overlay {
     /// Every pending write and changed metadata entry, in no order; the overlay keeps none.
     fn take_writes(&mut self, stream_time: i64) -> Vec<(Vec<u8>, Write)> {
         let stream_time_changed = std::mem::take(&mut self.stream_time_changed);
+        self.stream_time_kept = false;
         let latest_keys = self.latest_keys.take();
         self.bytes = 0;
         let mut writes: Vec<(Vec<u8>, Write)> = Vec::with_capacity(self.pending.len() + 1);

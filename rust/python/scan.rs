@@ -1,6 +1,9 @@
 //! Scans and store statistics for Python: `VersionedStore.scan` / `scan_versions` / `stats`,
 //! `Scan` (an iterator of `pyarrow.RecordBatch`) and `StoreStats`.
 
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -11,7 +14,7 @@ use super::args::optional_time;
 use super::errors::{to_py, type_error};
 use super::handle::Handle;
 use super::store::PyVersionedStore;
-use crate::{KeyRange, Scan, StoreStats, VersionedStore};
+use crate::{KeyRange, Scan, ScanVersions, StoreStats, VersionedStore};
 
 /// A key bound argument (`start`, `end`, `prefix`): bytes or `None`.
 type KeyBound<'a, 'py> = Option<&'a Bound<'py, PyAny>>;
@@ -84,7 +87,7 @@ impl PyVersionedStore {
         begin(slf, |s| s.scan(keys, as_of, batch_rows))
     }
 
-    #[pyo3(signature = (*, start = None, end = None, prefix = None, from_time = None, to_time = None, ascending = false, batch_rows = 65_536))]
+    #[pyo3(signature = (*, start = None, end = None, prefix = None, from_time = None, to_time = None, ascending = false, tombstones = false, batch_rows = 65_536))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature")]
     fn scan_versions(
         slf: &Bound<'_, Self>,
@@ -94,13 +97,17 @@ impl PyVersionedStore {
         #[pyo3(from_py_with = from_time)] from_time: Option<i64>,
         #[pyo3(from_py_with = to_time)] to_time: Option<i64>,
         ascending: bool,
+        tombstones: bool,
         #[pyo3(from_py_with = batch_rows)] batch_rows: usize,
     ) -> PyResult<PyScan> {
         let keys = key_range(start, end, prefix)?;
-        let order = ascending.into();
-        begin(slf, |s| {
-            s.scan_versions(keys, from_time, to_time, order, batch_rows)
-        })
+        let query = ScanVersions {
+            from: from_time,
+            to: to_time,
+            order: ascending.into(),
+            tombstones,
+        };
+        begin(slf, |s| s.scan_versions(keys, query, batch_rows))
     }
 
     fn stats(&self, py: Python<'_>) -> PyResult<PyStoreStats> {
@@ -114,6 +121,8 @@ impl PyVersionedStore {
 #[pyclass(name = "Scan", module = "verstore._core", frozen)]
 pub(crate) struct PyScan {
     inner: Handle<Scan>,
+    /// The batches' schema, known after the scan is closed too.
+    schema: SchemaRef,
     /// The store, kept alive as long as the scan: dropping it would close the store and end
     /// the scan (closing it explicitly still does).
     _store: Py<PyAny>,
@@ -122,6 +131,7 @@ pub(crate) struct PyScan {
 impl PyScan {
     pub(crate) fn new(scan: Scan, store: Py<PyAny>) -> Self {
         Self {
+            schema: scan.schema(),
             inner: Handle::new(scan),
             _store: store,
         }
@@ -147,9 +157,8 @@ impl PyScan {
     }
 
     #[getter]
-    #[expect(clippy::unused_self, reason = "every scan has the one schema")]
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        PySchema::new(crate::scan_schema()).into_pyarrow(py)
+        PySchema::new(Arc::clone(&self.schema)).into_pyarrow(py)
     }
 
     #[getter]

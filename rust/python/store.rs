@@ -74,6 +74,11 @@ impl PyVersionedStore {
             .map(crate::PutOutcome::code)
     }
 
+    fn advance_stream_time(&self, py: Python<'_>, timestamp: &Bound<'_, PyAny>) -> PyResult<i64> {
+        let timestamp = time(timestamp, "timestamp")?;
+        self.inner.with(py, |s| s.advance_stream_time(timestamp))
+    }
+
     #[pyo3(signature = (key, as_of = None))]
     pub(crate) fn get(
         &self,

@@ -57,6 +57,9 @@ impl ScanJob {
                 live.take_while(|&s| s >= lowest).collect()
             }
             Kind::Versions { to, .. } if to < horizon => Vec::new(),
+            Kind::Versions {
+                tombstones: true, ..
+            } => live.collect(),
             Kind::Versions { from, .. } => {
                 // Segment `s` holds valid-tos up to `(s + 1)·I − 1`: below `from` + 1 nothing
                 // in it (or older) is selected, and `versions` would read nothing there.
@@ -78,7 +81,7 @@ impl ScanJob {
         for segment in self.segments() {
             cursors.rows.push((segment, open(range(segment))?));
         }
-        let mut out = Batches::new(self.batch_rows, &self.pipe);
+        let mut out = Batches::new(self.batch_rows, self.kind.has_tombstones(), &self.pipe);
         let mut key = Vec::new();
         while let Some(next) = cursors.smallest() {
             if self.pipe.is_ended() {
@@ -103,7 +106,7 @@ impl ScanJob {
                 if let Some(bytes) = latest {
                     let (timestamp, value) = latest_value::decode(bytes)?;
                     if as_of.is_none_or(|t| timestamp <= t) {
-                        return out.push(key, value, timestamp, None);
+                        return out.push(key, Some(value), timestamp, None);
                     }
                 }
                 match as_of {
@@ -116,9 +119,29 @@ impl ScanJob {
                     _ => Ok(true),
                 }
             }
-            Kind::Versions { from, to, order } => {
+            Kind::Versions {
+                from,
+                to,
+                order,
+                tombstones: false,
+            } => {
                 for record in read::versions(cursors, &self.state, key, from, to, order)? {
                     if !out.push_record(key, &record)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Kind::Versions {
+                from,
+                to,
+                order,
+                tombstones: true,
+            } => {
+                let versions =
+                    read::versions_with_tombstones(cursors, &self.state, key, from, to, order)?;
+                for v in versions {
+                    if !out.push(key, v.value.as_deref(), v.timestamp, v.valid_to)? {
                         return Ok(false);
                     }
                 }

@@ -33,6 +33,16 @@ fn config(retention: i64, interval: i64) -> StoreConfig {
     StoreConfig::new(retention, Some(interval)).expect("config")
 }
 
+/// A versions scan without tombstones.
+fn versions(from: Option<i64>, to: Option<i64>, order: ResultOrder) -> ScanVersions {
+    ScanVersions {
+        from,
+        to,
+        order,
+        tombstones: false,
+    }
+}
+
 /// A scan row: key, value, valid-from, valid-to.
 type Row = (Vec<u8>, Vec<u8>, i64, Option<i64>);
 
@@ -216,7 +226,7 @@ fn check_scans(sut: &mut Sut, range: &KeyRange, batch_rows: usize) -> Result<(),
         for order in [ResultOrder::Descending, ResultOrder::Ascending] {
             let expected = expected_versions(store, range, from, to, order);
             let scan = store
-                .scan_versions(range.clone(), from, to, order, batch_rows)
+                .scan_versions(range.clone(), versions(from, to, order), batch_rows)
                 .expect("scan_versions");
             prop_assert_eq!(
                 collect(scan, batch_rows),
@@ -393,7 +403,11 @@ fn batches_hold_at_most_batch_rows_and_split_a_keys_versions() {
         }
         let scan = sut
             .store_mut()
-            .scan_versions(KeyRange::All, None, None, ResultOrder::Ascending, 4)
+            .scan_versions(
+                KeyRange::All,
+                versions(None, None, ResultOrder::Ascending),
+                4,
+            )
             .expect("scan");
         let sizes: Vec<usize> = scan.map(|b| b.expect("batch").num_rows()).collect();
         assert_eq!(sizes, [4, 4, 4, 4, 4, 4, 1], "{backing:?}");
@@ -426,7 +440,11 @@ fn bad_arguments_name_the_argument() {
     let err = store.scan(KeyRange::All, None, 0).map(drop);
     assert_eq!(err.map_err(named), Err("batch_rows"));
     let err = store
-        .scan_versions(KeyRange::All, Some(2), Some(1), ResultOrder::Descending, 1)
+        .scan_versions(
+            KeyRange::All,
+            versions(Some(2), Some(1), ResultOrder::Descending),
+            1,
+        )
         .map(drop);
     assert_eq!(err.map_err(named), Err("from_time"));
 }

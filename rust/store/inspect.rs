@@ -5,9 +5,8 @@ use crate::backend::{Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::meta;
-use crate::read::ResultOrder;
 use crate::scan::key_range::KeyRange;
-use crate::scan::{self, Kind, Scan};
+use crate::scan::{self, Kind, Scan, ScanVersions};
 use crate::stats::StoreStats;
 
 impl VersionedStore {
@@ -23,22 +22,27 @@ impl VersionedStore {
         self.start_scan(keys, Kind::AsOf(as_of), batch_rows)
     }
 
-    /// Every version of the keys in `keys` whose validity meets `[from, to]` (missing bounds
-    /// are unbounded), as [`VersionedStore::versions`] returns them: keys ascending, each key's
-    /// versions in `order`. Consistent and bounded as [`VersionedStore::scan`].
+    /// Every version of the keys in `keys` that `query` selects, as
+    /// [`VersionedStore::versions`] returns them (and, with `query.tombstones`, the tombstones
+    /// still stored, as rows with a null `value`): keys ascending, each key's versions in
+    /// `query.order`. Consistent and bounded as [`VersionedStore::scan`].
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `from > to` or `batch_rows == 0`; storage errors.
     pub fn scan_versions(
         &mut self,
         keys: KeyRange,
-        from: Option<i64>,
-        to: Option<i64>,
-        order: ResultOrder,
+        query: ScanVersions,
         batch_rows: usize,
     ) -> Result<Scan> {
-        let (from, to) = super::time_range(from, to)?;
-        self.start_scan(keys, Kind::Versions { from, to, order }, batch_rows)
+        let (from, to) = super::time_range(query.from, query.to)?;
+        let kind = Kind::Versions {
+            from,
+            to,
+            order: query.order,
+            tombstones: query.tombstones,
+        };
+        self.start_scan(keys, kind, batch_rows)
     }
 
     fn start_scan(&mut self, keys: KeyRange, kind: Kind, batch_rows: usize) -> Result<Scan> {

@@ -20,7 +20,10 @@
 //!   `next_timestamp` of a row in the segment of its timestamp (`put.rs`: a newest tombstone is
 //!   implicit or a degenerate row there). No version is valid later than the stream time, so
 //!   that segment is the newest live one, and expiry never reaches it. The stream time is the
-//!   largest of the latest values' timestamps and the newest segment's rows' next timestamps;
+//!   largest of the latest values' timestamps and the newest segment's rows' next timestamps.
+//!   An advance of stream time that stores no version (`advance_stream_time`) leaves no such
+//!   trace, so its write records the stream time even while deferred (`Overlay::keep_stream_time`),
+//!   and the recomputation takes the largest of that and the data;
 //! * the key count is the number of latest-value entries.
 //!
 //! Recomputing reads every latest-value entry once: the cost of a crash, not of a write.

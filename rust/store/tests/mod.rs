@@ -14,7 +14,9 @@
 //! * [`failures`]: failed writes to storage leave a failed store or a failed call, never lost
 //!   acknowledged writes;
 //! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
-//! * [`restore`]: recording accepted writes and replaying them from changelogs.
+//! * [`restore`]: recording accepted writes and replaying them from changelogs;
+//! * [`rescale`]: a store's history with its tombstones, copied into a new store in timestamp
+//!   order, reads and takes writes as the store it came from.
 //!
 //! [`sut`] is the store under test of the property suites (scans use it too); [`harness`] holds
 //! what the example-based cases share; they run against both backends
@@ -29,5 +31,6 @@ mod kafka;
 mod model;
 mod persistence;
 mod properties;
+mod rescale;
 mod restore;
 pub(crate) mod sut;

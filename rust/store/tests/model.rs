@@ -214,6 +214,12 @@ impl Model {
         before
     }
 
+    /// `advance_stream_time`: the stream time after raising it to `timestamp`.
+    pub(super) fn advance_stream_time(&mut self, timestamp: i64) -> i64 {
+        self.stream_time = self.stream_time.max(timestamp);
+        self.stream_time
+    }
+
     pub(super) fn latest(&self, key: &[u8]) -> Option<VersionedRecord> {
         let (&timestamp, value) = self.keys.get(key)?.last_key_value()?;
         value.as_ref().map(|v| VersionedRecord {
@@ -237,6 +243,27 @@ impl Model {
         })
     }
 
+    /// Whether a value version with valid-to `valid_to` is still stored (§5): the newest
+    /// always, another while the segment of its valid-to is live.
+    pub(super) fn is_stored(&self, valid_to: Option<i64>) -> bool {
+        let lowest_live = self.horizon() / self.interval;
+        valid_to.is_none_or(|vt| vt / self.interval >= lowest_live)
+    }
+
+    /// Every version of `key` ever accepted, tombstones (`None`) included, oldest first, as
+    /// `(value, timestamp, valid_to)`.
+    pub(super) fn history(&self, key: &[u8]) -> Vec<(Option<Vec<u8>>, i64, Option<i64>)> {
+        let Some(versions) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        let starts: Vec<i64> = versions.keys().copied().collect();
+        versions
+            .iter()
+            .zip(starts.iter().skip(1).map(|&t| Some(t)).chain([None]))
+            .map(|((&timestamp, value), valid_to)| (value.clone(), timestamp, valid_to))
+            .collect()
+    }
+
     pub(super) fn versions(&self, key: &[u8], from: i64, to: i64) -> Vec<VersionedRecord> {
         let h = self.horizon();
         if to < h {
@@ -249,14 +276,13 @@ impl Model {
         let Some(versions) = self.keys.get(key) else {
             return Vec::new();
         };
-        let lowest_live = h / self.interval;
         let mut out = Vec::new();
         let mut newer: Option<i64> = None;
         for (&timestamp, value) in versions.iter().rev() {
             let valid_to = newer;
             newer = Some(timestamp);
             let Some(value) = value else { continue };
-            let present = valid_to.is_none_or(|vt| vt / self.interval >= lowest_live);
+            let present = self.is_stored(valid_to);
             let overlaps = timestamp <= to && valid_to.is_none_or(|vt| vt > from);
             if present && overlaps {
                 out.push(VersionedRecord {

@@ -31,6 +31,10 @@ pub(super) enum Op {
     /// the store must be as before the call.
     FailingBatch(Vec<(usize, Option<Vec<u8>>, i64)>, usize),
     DeleteBatch(Vec<(usize, i64)>),
+    /// `advance_stream_time`: a no-op when `dt <= 0`.
+    AdvanceStreamTime {
+        dt: i64,
+    },
     Reopen,
     /// The process dies after the last call returned (`Sut::crash`).
     Crash,
@@ -66,6 +70,7 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         3 => (arb_key(), arb_dt()).prop_map(|(key, dt)| Op::Delete { key, dt }),
         2 => proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6).prop_map(Op::PutBatch),
         1 => proptest::collection::vec((arb_key(), arb_dt()), 1..4).prop_map(Op::DeleteBatch),
+        1 => arb_dt().prop_map(|dt| Op::AdvanceStreamTime { dt }),
         1 => (proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6), 0usize..6)
             .prop_map(|(rows, at)| { let at = at % rows.len(); Op::FailingBatch(rows, at) }),
         1 => Just(Op::Reopen),
@@ -158,6 +163,14 @@ pub(super) fn apply(
                 resolved
             );
             Ok(rows.iter().map(|r| r.0).collect())
+        }
+        Op::AdvanceStreamTime { dt } => {
+            let ts = resolve(model.stream_time, *dt);
+            let expected = model.advance_stream_time(ts);
+            let actual = sut.store_mut().advance_stream_time(ts);
+            prop_assert_eq!(actual.map_err(err), Ok(expected), "advance to {}", ts);
+            // Expiry may have dropped versions of any key.
+            Ok((0..KEYS.len()).collect())
         }
         // Nothing is read right after a reopen: the next call then meets the store's cold
         // caches, as a real first call does (reads here would fill them). The test reads every
