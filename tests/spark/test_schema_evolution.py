@@ -5,6 +5,7 @@ version in the new columns. A narrowing restart is refused and leaves the state 
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 import verstore.spark
 
 pytest.register_assert_rewrite("streams")
-from streams import Collector, read_sources, run_available_now  # noqa: E402
+from streams import BASE_MTIME, Collector, read_sources, run_available_now  # noqa: E402
 
 pytestmark = pytest.mark.connect
 
@@ -27,8 +28,12 @@ SYMBOLS = ["A", "B", "C"]
 
 
 def write(directory: Path, index: int, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    """File ``index`` of a source, with a modification time of its own: Spark's file source
+    takes files oldest first, and files written within one millisecond would tie."""
     directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), directory / f"part-{index}.parquet")
+    path = directory / f"part-{index}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    os.utime(path, (BASE_MTIME + index, BASE_MTIME + index))
 
 
 def batch(rng: random.Random, index: int, evolved: bool) -> tuple[list[Any], list[Any]]:
