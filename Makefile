@@ -117,7 +117,8 @@ rust-test: system-deps
 # need no session of the test process. One lane, because they share Spark's work directory
 # (the local_cluster_work fixture).
 SPARK_JOB_TESTS := tests/spark/test_local_cluster.py tests/spark/test_wheel.py
-SIMULATIONS := tests/test_checkpoint_simulation.py tests/test_checkpoint_simulation_harsh.py
+SIMULATIONS := tests/test_checkpoint_simulation.py tests/test_checkpoint_simulation_harsh.py \
+  tests/test_checkpoint_simulation_rescale.py
 BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000
 
 # The lanes of make test; together, pytest's whole suite once on .venv, the Spark cases marked
@@ -148,7 +149,7 @@ py-test: develop java-check
 # dependencies; py-test runs them) and one test whose pyarrow oracle sorts with per-key null
 # placement, which pyarrow has only from 24.
 MIN_SUITE := -m 'not spark' \
-  --ignore=tests/test_checkpoint_simulation.py --ignore=tests/test_checkpoint_simulation_harsh.py \
+  $(addprefix --ignore=,$(SIMULATIONS)) \
   --deselect=tests/test_columns.py::test_encoding_preserves_pyarrow_order
 # Each public Spark helper once, end to end: as-of join, latest-by-timestamp,
 # transformWithStateInPandas, read_store, the progress metrics.

@@ -59,9 +59,12 @@ def changes_schema(columns: ColumnLayout | None) -> Any:
     return pa.schema([*head, *fields, pa.field(TIMESTAMP, pa.int64())])
 
 
-def batch_range(graph: Graph, from_batch: int | None, to_batch: int | None) -> list[CommitRef]:
+def batch_range(
+    graph: Graph, from_batch: int | None, to_batch: int | None, served: range = range(0, 2**63)
+) -> list[CommitRef]:
     """The winning chain's commits of micro-batches ``from_batch`` to ``to_batch`` (inclusive;
-    default: the oldest kept and the newest), oldest first.
+    default: the oldest kept and the newest) among the batches ``served`` (those of the
+    partitioning the graph belongs to), oldest first.
 
     Raises:
         MissingVersionError: ``from_batch`` is older than the oldest changelog kept.
@@ -71,14 +74,38 @@ def batch_range(graph: Graph, from_batch: int | None, to_batch: int | None) -> l
     # A chain that reaches the empty state keeps every batch; otherwise cleanup removed the
     # changelogs below its oldest kept one.
     oldest = 0 if chain[-1] == ROOT else (kept[-1].version - 1 if kept else graph.tip().version)
-    if from_batch is not None and from_batch < oldest:
+    if from_batch is not None and max(from_batch, served.start) < oldest:
         raise MissingVersionError(
             f"the changes of micro-batch {from_batch} are gone from {graph.files.describe()}: the "
             f"oldest micro-batch whose changelog is kept is {oldest} (min_versions_to_retain)"
         )
     low = oldest if from_batch is None else from_batch
     high = graph.tip().version - 1 if to_batch is None else to_batch
-    return [r for r in reversed(kept) if low <= r.version - 1 <= high]
+    return [r for r in reversed(kept) if low <= r.version - 1 <= high and r.version - 1 in served]
+
+
+def partitions_of_changes(
+    ref: StoreRef, settings: StoreSettings, from_batch: int | None, to_batch: int | None
+) -> list[tuple[int, int]]:
+    """``(partitioning id, partition)`` of every partition whose changelogs may hold the
+    batches ``from_batch`` to ``to_batch``, across the store's repartitions."""
+    low, high = from_batch or 0, 2**63 - 2 if to_batch is None else to_batch
+    out = []
+    for partitioning in settings.partitionings or (settings.partitioning,):
+        served = batches_served(settings, partitioning.id)
+        if served.start <= high and low < served.stop:
+            out += [(partitioning.id, p) for p in partitioning.partitions(ref.files)]
+    return out
+
+
+def batches_served(settings: StoreSettings, partitioning_id: int) -> range:
+    """The micro-batches whose changes partitioning ``partitioning_id`` holds: from its first
+    version (its own first commit is the repartition, not a micro-batch) to the batch before
+    the next partitioning's first version."""
+    found = settings.partitionings or (settings.partitioning,)
+    start = found[partitioning_id].version
+    stop = found[partitioning_id + 1].version if partitioning_id + 1 < len(found) else 2**63 - 1
+    return range(start, stop)
 
 
 def read_changes(
@@ -88,19 +115,23 @@ def read_changes(
     *,
     from_batch: int | None = None,
     to_batch: int | None = None,
+    partitioning: int = 0,
 ) -> Iterator[Any]:
     """One partition's change feed, micro-batch by micro-batch, as ``pyarrow.RecordBatch`` of
-    :func:`changes_schema`.
+    :func:`changes_schema`. ``partitioning``: the id of the partitioning the partition is of
+    (:func:`partitions_of_changes`).
 
     Raises:
         MissingVersionError: ``from_batch`` is older than the oldest changelog kept.
         CorruptionError: A changelog is damaged, or its header names another commit.
     """
-    files = ref.files.partition(partition)
+    found = settings.partitionings or (settings.partitioning,)
+    files = found[partitioning].files(ref.files, partition)
     graph = Graph(files, files.listing())
     schema = changes_schema(settings.columns)
     values = ValueCodec(settings) if settings.columns is not None else None
-    for commit_ref in batch_range(graph, from_batch, to_batch):
+    served = batches_served(settings, partitioning)
+    for commit_ref in batch_range(graph, from_batch, to_batch, served):
         commit = graph.commits[commit_ref]
         where = files.location.describe(commit.path)
         header, records = read_changelog(files.location.read_bytes(commit.path), where)
@@ -149,5 +180,6 @@ __all__ = [
     "SEQUENCE",
     "TIMESTAMP",
     "changes_schema",
+    "partitions_of_changes",
     "read_changes",
 ]

@@ -15,8 +15,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from verstore.changes import changes_schema, read_changes
+from verstore.changes import changes_schema, partitions_of_changes, read_changes
 from verstore.checkpoint import LineageFiles, read_settings
+from verstore.checkpoint.partitioning import every_partition
 from verstore.checkpoint.survey import (
     find_lineages,
     find_stores,
@@ -127,8 +128,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 f"{settings.history_retention_ms} segment_interval_ms="
                 f"{settings.segment_interval_ms}{partitions}{columns}"
             )
-            for p in lineage.partitions():
-                s = summarize(lineage.partition(p))
+            for partitioning, p, files in every_partition(lineage, settings):
+                if partitioning.id and p == 0:
+                    print(
+                        f"    from version {partitioning.version}: {partitioning.num_partitions} "
+                        f"partitions in {partitioning.dir}/"
+                    )
+                s = summarize(files)
                 if s.problem:
                     print(f"    p={p}: PROBLEM {s.problem}")
                     problems += 1
@@ -177,7 +183,10 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.history and args.as_of is not None:
         raise ValueError("--as-of reads one version per key; with --history use --from/--to")
     prefix = bytes.fromhex(args.prefix) if args.prefix is not None else None
-    partitions = lineage.partitions() if args.partition is None else [args.partition]
+    version = NEWEST if args.version is None else args.version
+    partitions = settings.partitioning_at(version).partitions(lineage)
+    if args.partition is not None:
+        partitions = [args.partition]
     batches = (
         batch
         for p in partitions
@@ -185,7 +194,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
             ref,
             settings,
             p,
-            version=NEWEST if args.version is None else args.version,
+            version=version,
             as_of=args.as_of,
             history=args.history,
             from_time=args.from_time,
@@ -208,12 +217,21 @@ def cmd_changes(args: argparse.Namespace) -> int:
         and args.from_batch > args.to_batch
     ):
         raise ValueError(f"--from-batch {args.from_batch} is after --to-batch {args.to_batch}")
-    partitions = lineage.partitions() if args.partition is None else [args.partition]
+    partitions = [
+        (partitioning, p)
+        for partitioning, p in partitions_of_changes(ref, settings, args.from_batch, args.to_batch)
+        if args.partition is None or p == args.partition
+    ]
     batches = (
         batch
-        for p in partitions
+        for partitioning, p in partitions
         for batch in read_changes(
-            ref, settings, p, from_batch=args.from_batch, to_batch=args.to_batch
+            ref,
+            settings,
+            p,
+            from_batch=args.from_batch,
+            to_batch=args.to_batch,
+            partitioning=partitioning,
         )
     )
     return _emit(batches, changes_schema(settings.columns), args)
@@ -259,14 +277,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if old is not None:
             problems.append(str(old))
         for lineage in find_lineages(root, name, args.lineage):
+            settings = None
             try:
-                read_settings(lineage)
+                settings = read_settings(lineage)
             except VerstoreError as e:
                 problems.append(str(e))
-            for p in lineage.partitions():
+            for _, p, files in every_partition(lineage, settings):
                 checked += 1
                 problems += verify_partition(
-                    lineage.partition(p),
+                    files,
                     deep=args.deep,
                     progress=_progress(f"{name} {lineage.lineage} p={p}"),
                 )

@@ -19,6 +19,9 @@ version) and what each version reads. Two stores:
   encoding): a ``(symbol, venue)`` key and ``(price, size, at)`` value, four versions.
 * ``quotes``: typed columns across a value schema evolution: versions 1-2 in a first layout,
   3-4 with a column added, two widened and one dropped (``_columns-1.json``, marked values).
+* ``moved``: typed columns repartitioned: versions 1-3 on two partitions, then moved to three
+  at version 3 (``_partitioning-1.json``, changelogs of format 2 with their stream-time
+  record), versions 4-5 on three; keys routed by the CRC-32 of their bytes.
 """
 
 from __future__ import annotations
@@ -285,6 +288,120 @@ def write_quotes(root: Path, scratch: Path) -> dict[str, Any]:
         rows_by_version[str(version + 1)] = rows
     reads = {str(v): typed_reads(root, "quotes", v) for v in range(1, QUOTES["versions"] + 1)}
     return {**QUOTES, "rows": rows_by_version, "reads": reads}
+
+
+MOVED = {"store": "moved", "versions": 5, "moved_at": 3, "partitions": [2, 3], "seed": 17}
+
+
+def moved_layout() -> ColumnLayout:
+    import pyarrow as pa
+
+    return ColumnLayout.of(
+        TUPLE_ENCODING, pa.schema([("sym", pa.string())]), pa.schema([("px", pa.float64())])
+    )
+
+
+def moved_count(version: int) -> int:
+    """The partition count the ``moved`` store's micro-batch making ``version`` ran on."""
+    return MOVED["partitions"][0] if version <= MOVED["moved_at"] else MOVED["partitions"][1]
+
+
+def moved_rows(rng: random.Random, version: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "sym": rng.choice("ABCDEFG"),
+            "px": rng.choice([None, 1.5, float(version)]),
+            "t": 20 + 10 * version + rng.randint(-15, 5),
+        }
+        for _ in range(rng.randint(3, 7))
+    ]
+
+
+def moved_put(root: Path, scratch: Path, version: int, rows: list[dict[str, Any]]) -> None:
+    """Micro-batch ``version - 1`` of the ``moved`` store: each partition its keys' rows."""
+    import zlib
+
+    import pyarrow as pa
+    from verstore.checkpoint.values import ValueCodec
+
+    layout, count = moved_layout(), moved_count(version)
+    key_schema, value_schema = layout.schemas()
+    for p in range(count):
+        mine = [r for r in rows if zlib.crc32(r["sym"].encode()) % count == p]
+        part = open_partition(
+            root, "moved", p, version - 1, scratch / f"moved-{p}",
+            columns=layout, num_partitions=count,
+        )  # fmt: skip
+        if mine:
+            keys = encode_rows(pa.RecordBatch.from_pylist(mine, schema=key_schema))
+            codec = ValueCodec(part.settings)
+            values = codec.encode(pa.RecordBatch.from_pylist(mine, schema=value_schema))
+            part.store.put_batch(keys, values, [r["t"] for r in mine])
+        part.commit()
+
+
+def moved_reads(root: Path, version: int) -> dict[str, Any]:
+    """The ``moved`` store at ``version`` as the reader decodes it, every partition."""
+    ref, settings = reader.resolve(str(root), "moved", LINEAGE)
+    partitions = settings.partitioning_at(version).partitions(ref.files)
+
+    def rows(history: bool) -> list[dict[str, Any]]:
+        out = []
+        for p in partitions:
+            out += plain_rows(
+                reader.read_partition(ref, settings, p, version=version, history=history)
+            )
+        return sorted(out, key=lambda r: (r["sym"], r["valid_from"]))
+
+    return {"latest": rows(False), "history": rows(True)}
+
+
+def move(root: Path, scratch: Path, version: int, count: int) -> None:
+    """The ``moved`` store repartitioned at ``version`` (``verstore.spark.repartition_store``'s
+    steps, keys routed by the CRC-32 of their bytes)."""
+    import zlib
+
+    import pyarrow as pa
+    from verstore.checkpoint import repartition as steps
+    from verstore.location import Location
+
+    location = Location.resolve(str(root))
+    plan = steps.plan(location, "moved", LINEAGE, version, count)
+    assert plan is not None
+    steps.mark_sources(location, plan)
+    routed: dict[int, list[Any]] = {p: [] for p in range(count)}
+    for p in plan.source.partitions(plan.files(location)):
+        local = steps.local_scratch(str(scratch), plan, "read", p)
+        with steps.read_source(location, plan, p, local) as (stream_time, scan):
+            for batch in scan:
+                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                    routed[zlib.crc32(row[0]) % count].append((*row, stream_time))
+    types = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
+    for p, found in routed.items():
+        found.sort(key=lambda r: r[2])
+        table = pa.table(
+            [pa.array([r[i] for r in found], t) for i, t in enumerate(types)],
+            names=["key", "value", "timestamp", "stream_time"],
+        )
+        local = steps.local_scratch(str(scratch), plan, "write", p)
+        steps.write_target(location, plan, p, local, table.to_batches())
+    steps.publish(location, plan)
+
+
+def write_moved(root: Path, scratch: Path) -> dict[str, Any]:
+    rng = random.Random(MOVED["seed"])
+    rows_by_version: dict[str, list[dict[str, Any]]] = {}
+    for version in range(1, MOVED["versions"] + 1):
+        if version == MOVED["moved_at"] + 1:
+            move(root, scratch, MOVED["moved_at"], MOVED["partitions"][1])
+        rows = moved_rows(rng, version)
+        moved_put(root, scratch, version, rows)
+        rows_by_version[str(version)] = rows
+    reads = {str(v): moved_reads(root, v) for v in range(1, MOVED["versions"] + 1)}
+    return {**MOVED, "rows": rows_by_version, "reads": reads}
+
+
+STORES["moved"] = write_moved
 
 
 def main() -> None:

@@ -47,6 +47,8 @@ LINEAGE_PREFIX = "q="
 PARTITION_PREFIX = "p="
 CHANGELOG_SUFFIX = ".changelog"
 SNAPSHOT_SUFFIX = ".snapshot"
+#: The start of a repartition's mark in a partition directory (``partitioning.py``).
+REPARTITION_MARK = "_repartitioning-"
 
 _VERSION = r"(0|[1-9][0-9]{0,18})"
 _ATTEMPT = r"([0-9a-f]{32})"
@@ -100,6 +102,8 @@ class Listing:
     snapshots: dict[CommitRef, Snapshot] = field(default_factory=dict)
     temporaries: list[Any] = field(default_factory=list)
     others: list[Any] = field(default_factory=list)
+    #: Whether a repartition left its mark here (``partitioning.py``).
+    repartitioning: bool = False
 
 
 def new_attempt() -> bytes:
@@ -176,14 +180,16 @@ class LineageFiles:
         #: Where checkpoint format 1 kept its settings (a store that predates lineages).
         self.format1_meta = posixpath.join(self.store_dir, META_NAME)
 
-    def partition(self, partition: int) -> PartitionFiles:
-        return PartitionFiles(self, partition)
+    def partition(self, partition: int, partitioning_dir: str = "") -> PartitionFiles:
+        """``p=<partition>`` of the partitioning whose directory is ``partitioning_dir``
+        (relative to the lineage's; ``""``: the lineage's first partitioning)."""
+        return PartitionFiles(self, partition, partitioning_dir)
 
-    def partitions(self) -> list[int]:
-        """The partitions that have a directory, in order."""
+    def partitions(self, partitioning_dir: str = "") -> list[int]:
+        """The partitions of a partitioning that have a directory, in order."""
         found = (
             parse_partition_dir(i.base_name)
-            for i in self.location.list(self.dir)
+            for i in self.location.list(posixpath.join(self.dir, partitioning_dir))
             if i.type == FileType.Directory
         )
         return sorted(p for p in found if p is not None)
@@ -206,13 +212,13 @@ def lineages(location: Location, store_name: str) -> list[str]:
 class PartitionFiles:
     """``<lineage dir>/p=<n>/``: one partition's commits, snapshots and uploaded files."""
 
-    def __init__(self, lineage: LineageFiles, partition: int) -> None:
+    def __init__(self, lineage: LineageFiles, partition: int, partitioning_dir: str = "") -> None:
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise ValueError(f"partition must be an int >= 0, got {partition!r}")
         self.lineage = lineage
         self.location = lineage.location
         self.partition = partition
-        self.dir = posixpath.join(lineage.dir, f"{PARTITION_PREFIX}{partition}")
+        self.dir = posixpath.join(lineage.dir, partitioning_dir, f"{PARTITION_PREFIX}{partition}")
         self.sst_dir = posixpath.join(self.dir, SST_DIR)
 
     def describe(self, path: str | None = None) -> str:
@@ -247,6 +253,8 @@ class PartitionFiles:
             elif name.endswith(SNAPSHOT_SUFFIX):
                 ref = parse_snapshot_name(name, self.describe(info.path))
                 out.snapshots[ref] = Snapshot(ref, info.path)
+            elif name.startswith(REPARTITION_MARK):
+                out.repartitioning = True
             elif name != SST_DIR:
                 out.others.append(info)
         return out

@@ -40,6 +40,7 @@ from typing import Any
 
 from verstore._core import TUPLE_ENCODING
 from verstore.checkpoint.layout import FORMAT_VERSION, LineageFiles
+from verstore.checkpoint.partitioning import Partitioning, read_partitionings
 from verstore.exceptions import (
     CorruptionError,
     IncompatibleConfigError,
@@ -185,6 +186,21 @@ class StoreSettings:
     #: Every column layout the lineage recorded, by id (0: ``_meta.json``'s); ``columns`` is
     #: the newest. Empty when the caller gives the columns it wants (not compared).
     layouts: tuple[ColumnLayout, ...] = field(default=(), compare=False)
+    #: Every partitioning the lineage recorded, oldest first (``partitioning.py``);
+    #: ``num_partitions`` is the newest's count. Empty in the settings a caller wants.
+    partitionings: tuple[Partitioning, ...] = field(default=(), compare=False)
+
+    def partitioning_at(self, version: int) -> Partitioning:
+        """The partitioning that serves ``version``: the newest one that starts at or below it."""
+        found = [p for p in self.partitionings if p.version <= version]
+        return found[-1] if found else Partitioning(0, self.num_partitions)
+
+    @property
+    def partitioning(self) -> Partitioning:
+        """The newest partitioning: where the query's next versions are written."""
+        return (
+            self.partitionings[-1] if self.partitionings else Partitioning(0, self.num_partitions)
+        )
 
     def to_json(self, files: LineageFiles) -> dict[str, Any]:
         return {
@@ -256,12 +272,14 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
             raise CorruptionError(f"corrupt data in {name}: malformed 'columns'")
         _check_encoding(name, columns.encoding)
     layouts = (columns, *read_evolutions(files, columns)) if columns is not None else ()
+    partitionings = read_partitionings(files, Partitioning(0, partitions))
     return StoreSettings(
         meta["history_retention_ms"],
         meta["segment_interval_ms"],
-        meta["num_partitions"],
+        partitionings[-1].num_partitions,
         layouts[-1] if layouts else None,
         layouts,
+        tuple(partitionings),
     )
 
 
@@ -322,7 +340,9 @@ def _check_encoding(name: str, encoding: str) -> None:
         )
 
 
-def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> StoreSettings:
+def check_or_create(
+    files: LineageFiles, wanted: StoreSettings, *, create: bool, fresh: bool = False
+) -> StoreSettings:
     """Records ``wanted`` for a new lineage, or checks it against what the lineage recorded,
     recording a value schema evolution when ``wanted`` asks for one (see the module).
 
@@ -331,6 +351,8 @@ def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool)
         wanted: The settings of the caller.
         create: Whether a missing lineage may be created, or an evolution recorded (False for
             read-only opens).
+        fresh: Read the files again even when this process verified ``wanted`` before (a
+            repartition may have recorded a new partitioning since).
 
     Returns:
         The lineage's settings, with every layout it recorded.
@@ -344,7 +366,7 @@ def check_or_create(files: LineageFiles, wanted: StoreSettings, *, create: bool)
     """
     key = (files.location.describe(files.meta), json.dumps(wanted.to_json(files), sort_keys=True))
     with _verified_lock:
-        if key in _verified:
+        if key in _verified and not fresh:
             return _verified[key]
     stored = read_settings(files)
     if stored is None:
@@ -432,9 +454,15 @@ def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) 
         pairs.append(("num_partitions", stored.num_partitions, wanted.num_partitions))
     for setting, have, want in pairs:
         if have != want:
+            hint = (
+                ": stop the query and run verstore.spark.repartition_store to move its state "
+                "to the new count (docs/spark.md, Changing a running query)"
+                if setting == "num_partitions"
+                else ""
+            )
             raise IncompatibleConfigError(
-                f"store {files.store_name!r} at {where} was created with {setting}={have!r}, "
-                f"cannot open it with {setting}={want!r}"
+                f"store {files.store_name!r} at {where} has {setting}={have!r}, "
+                f"cannot open it with {setting}={want!r}{hint}"
             )
     if wanted.columns is not None and stored.columns is None:
         raise IncompatibleConfigError(

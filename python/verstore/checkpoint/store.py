@@ -23,10 +23,18 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.layout import MAX_VERSION, ROOT, CommitRef, LineageFiles, PartitionFiles
+from verstore.checkpoint.layout import (
+    MAX_VERSION,
+    ROOT,
+    CommitRef,
+    LineageFiles,
+    Listing,
+    PartitionFiles,
+)
 from verstore.checkpoint.local import LocalCopy, LocalState
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.checkpoint.options import CheckpointOptions
+from verstore.checkpoint.partitioning import Partitioning
 from verstore.checkpoint.post_commit import after_commit
 from verstore.checkpoint.rebuild import restore_base
 from verstore.checkpoint.replay import replay
@@ -55,6 +63,8 @@ class PartitionStore:
     _location: Location
     _options: CheckpointOptions
     _files: PartitionFiles
+    #: What the local copy must hold to be reused: this lineage (and partitioning).
+    _copy_of: str
     _local: LocalCopy
     _settings: StoreSettings
     _graph: Graph
@@ -63,6 +73,7 @@ class PartitionStore:
     _store: VersionedStore | None
     _uploaded: dict[str, Any]
     _memory_limit_mb: int | None
+    _unpublished: Partitioning | None
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -86,6 +97,7 @@ class PartitionStore:
         columns: ColumnLayout | None = None,
         read_only: bool = False,
         memory_limit_mb: int | None = None,
+        partitioning: Partitioning | None = None,
     ) -> PartitionStore:
         """Opens ``partition`` of ``store_name`` at exactly ``version``.
 
@@ -115,6 +127,9 @@ class PartitionStore:
                 :meth:`commit` is refused.
             memory_limit_mb: The store's own memory (RocksDB's memtables and its cache of
                 latest values, see ``VersionedStore``); None for the store's defaults.
+            partitioning: A repartition's own: open the partition in this partitioning, which
+                it has not published yet (``verstore.checkpoint.repartition``). None: the
+                lineage's partitioning that serves ``version``.
 
         Raises:
             ValueError: A bad version, partition, store name or lineage.
@@ -133,13 +148,14 @@ class PartitionStore:
         if not isinstance(location, Location):
             location = Location.resolve(location, storage_options)
         lineage_files = LineageFiles(location, store_name, lineage)
-        self._files = lineage_files.partition(partition)
+        self._files = lineage_files.partition(partition)  # until _locate finds its partitioning
         self._options = options or CheckpointOptions()
         self._settings = StoreSettings(
             history_retention_ms, segment_interval_ms, num_partitions, columns
         )
         self._local = LocalCopy(local_dir, store_name, lineage, partition)
         self._start(location, partition, version, lineage, read_only, memory_limit_mb)
+        self._unpublished = partitioning
         self._local.lock(self._options.lock_timeout_s)
         try:
             self._open_locked(lineage_files, progress)
@@ -175,8 +191,8 @@ class PartitionStore:
         if self.read_only:
             # A reader never disturbs the working copy: it builds its state privately.
             self._local.db = self._local.dir / f"{TMP_MARK}read-only-db"
-        self._settings = check_or_create(lineage_files, self._settings, create=not self.read_only)
-        self._graph = Graph(self._files, self._files.listing())
+        listing = self._locate(lineage_files, self._settings)
+        self._graph = Graph(self._files, listing)
         self._check_not_fenced()
         self._serving = self._graph.serving(self.version)
         self.stats.commit = self._serving
@@ -184,8 +200,35 @@ class PartitionStore:
         if not self.read_only:
             # Uncommitted work may reach the local files from here on.
             self._local.write_state(
-                LocalState(self.lineage, self._serving, clean=False, uploaded=self._uploaded)
+                LocalState(self._copy_of, self._serving, clean=False, uploaded=self._uploaded)
             )
+
+    def _locate(self, lineage_files: LineageFiles, wanted: StoreSettings) -> Listing:
+        """Checks the settings and finds the partition's directory in the partitioning that
+        serves the version; a repartition's mark there means the settings this process
+        remembers may be stale, so they are read again (``partitioning.py``)."""
+        for fresh in (False, True):
+            self._settings = check_or_create(
+                lineage_files, wanted, create=not self.read_only, fresh=fresh
+            )
+            partitioning = self._unpublished or self._settings.partitioning_at(self.version)
+            if not self.read_only and partitioning.id < self._settings.partitioning.id:
+                raise FencedError(
+                    f"store {lineage_files.store_name!r} at "
+                    f"{lineage_files.location.describe(lineage_files.dir)} was repartitioned "
+                    f"at version {self._settings.partitioning.version}, so version "
+                    f"{self.version} cannot be written again: this attempt is stale (a zombie), "
+                    "or the query was rolled back to a checkpoint older than the repartition"
+                )
+            self._files = partitioning.files(lineage_files, self.partition)
+            # A local copy is of one partitioning's partition: another's p=<n> holds other keys.
+            self._copy_of = (
+                f"{self.lineage}/{partitioning.dir}" if partitioning.id else self.lineage
+            )
+            listing = self._files.listing()
+            if not listing.repartitioning or fresh or self._unpublished:
+                return listing
+        raise AssertionError("unreachable")
 
     def _check_not_fenced(self) -> None:
         """A lineage with versions beyond ``version + 1`` fences this attempt off."""
@@ -269,7 +312,7 @@ class PartitionStore:
                 self._location,
                 self._files,
                 self._local,
-                self.lineage,
+                self._copy_of,
                 graph=self._graph,
                 opened=self.stats.commit,
                 new=new,
@@ -306,11 +349,11 @@ class PartitionStore:
     def _load(self, progress: Progress | None) -> None:
         """Puts the serving commit's state into the local copy: reuse, catch up or rebuild."""
         state = self._local.read_state()
-        check_not_behind_local(state, self.lineage, self._graph, self._files, self._local.dir)
+        check_not_behind_local(state, self._copy_of, self._graph, self._files, self._local.dir)
         above = None
         if not self.read_only:
             above = commits_to_catch_up(
-                state, self.lineage, self._local.db, self._graph, self._serving
+                state, self._copy_of, self._local.db, self._graph, self._serving
             )
         if above is None:
             self._rebuild(progress)
@@ -320,7 +363,7 @@ class PartitionStore:
             # From the first replayed record on, db/ is no longer the commit LOCAL.json
             # names: a replay that fails half way must not leave it looking clean.
             self._local.write_state(
-                LocalState(self.lineage, None, clean=False, uploaded=state.uploaded)
+                LocalState(self._copy_of, None, clean=False, uploaded=state.uploaded)
             )
         self._store = self._open_local()
         if above:
@@ -332,7 +375,7 @@ class PartitionStore:
         self.stats.rebuilt = self._serving != ROOT  # the empty state is a start, not a rebuild
         # Until this rebuild completes, db/ matches no commit.
         if not self.read_only:
-            self._local.write_state(LocalState(self.lineage, None, clean=False))
+            self._local.write_state(LocalState(self._copy_of, None, clean=False))
         shutil.rmtree(self._local.db, ignore_errors=True)
         self._uploaded, above = restore_base(
             self._location, self._files, self._graph, self._serving, self._local.db, self.stats

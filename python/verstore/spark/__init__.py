@@ -9,6 +9,7 @@ from verstore.spark._conf import TaskConf, configure
 from verstore.spark._inspect import inspect
 from verstore.spark._metrics import TaskMetrics, partition_metrics, progress_metrics
 from verstore.spark._reader import read_store
+from verstore.spark._repartition import repartition_store
 from verstore.spark._runtime import (
     PartitionContext,
     StoreSpec,
@@ -44,6 +45,7 @@ __all__ = [
     "partition_stores",
     "progress_metrics",
     "read_store",
+    "repartition_store",
     "save_history",
     "versioned_table_join",
 ]

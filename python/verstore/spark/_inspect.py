@@ -8,6 +8,8 @@ from typing import Any
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
 from verstore.checkpoint.manifest import read_manifest
+from verstore.checkpoint.meta import read_settings
+from verstore.checkpoint.partitioning import every_partition
 from verstore.checkpoint.survey import find_lineages
 from verstore.location import Location
 
@@ -45,9 +47,10 @@ def inspect(
     loc = Location.resolve(checkpoint_root, storage_options)
     rows: list[dict[str, Any]] = []
     for files_of_lineage in find_lineages(loc, store, lineage):
-        for p in files_of_lineage.partitions():
+        settings = read_settings(files_of_lineage)
+        for _, p, files in every_partition(files_of_lineage, settings):
             if partition is None or p == partition:
-                rows += _partition_rows(files_of_lineage.partition(p), version)
+                rows += _partition_rows(files, version)
     return pa.Table.from_pylist(rows, schema=_schema())
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from verstore.changes import changes_schema, read_changes
+from verstore.changes import changes_schema, partitions_of_changes, read_changes
 from verstore.reader import NEWEST, encode_key, output_schema, read_partition, resolve
 from verstore.spark._conf import StorageCredentials, split_options
 
@@ -117,7 +117,13 @@ def read_store(
         "start": _hex(encode_key(settings.columns, start)),
         "end": _hex(encode_key(settings.columns, end)),
         "prefix": _hex(encode_key(settings.columns, prefix)),
-        "partitions": ref.files.partitions(),
+        "partitions": (
+            partitions_of_changes(ref, settings, from_batch, to_batch)
+            if changes
+            else settings.partitioning_at(NEWEST if version is None else version).partitions(
+                ref.files
+            )
+        ),
         "changes": {"from_batch": from_batch, "to_batch": to_batch} if changes else None,
     }
     source: type[VerstoreDataSource] = VerstoreDataSource
@@ -239,8 +245,9 @@ class _StoreReader(DataSourceReader):
         options = self.storage_options.options
         ref, settings = resolve(r["root"], r["store"], r["lineage"], options)
         if r.get("changes") is not None:
+            partitioning, number = partition.value
             bounds = r["changes"]
-            yield from read_changes(ref, settings, partition.value, **bounds)
+            yield from read_changes(ref, settings, number, partitioning=partitioning, **bounds)
             return
         yield from read_partition(
             ref,

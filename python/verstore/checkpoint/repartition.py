@@ -1,0 +1,226 @@
+"""Moving a stopped query's state to another partition count, step by step.
+
+The steps, in order (``partitioning.py`` has the files and why a crash leaves one usable state):
+
+1. :func:`plan`: the partitioning in force at version ``V`` (the version the query's next
+   micro-batch opens) and the new one, numbered next, in a fresh directory;
+2. :func:`mark_sources`: a mark in every partition directory of the old partitioning;
+3. :func:`read_source`: one old partition at ``V``, every version of every key with its
+   tombstones, and its observed stream time (a read-only open: the checkpoint is untouched);
+4. :func:`write_target`: one new partition, as one commit at ``V`` on the empty state: the
+   versions it receives, put oldest first (so every write is accepted and builds exactly the
+   history it had), then its observed stream time raised to the highest among the old
+   partitions its keys came from;
+5. :func:`publish`: the new partitioning's record, once every new partition has its commit.
+
+Which partition a key goes to is the caller's (``verstore.spark.repartition_store`` routes rows
+as the Spark helpers do); these steps move bytes and never decode a value, so values of every
+recorded column layout move as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from verstore.checkpoint import faults
+from verstore.checkpoint.layout import LineageFiles
+from verstore.checkpoint.meta import StoreSettings, check_or_create, read_settings
+from verstore.checkpoint.options import CheckpointOptions
+from verstore.checkpoint.partitioning import Partitioning, mark, new_dir
+from verstore.checkpoint.partitioning import publish as write_record
+from verstore.checkpoint.store import PartitionStore
+from verstore.exceptions import IncompatibleConfigError, MissingVersionError
+from verstore.location import Location
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A repartition of one store's lineage: ``source`` at ``version`` becomes ``target``."""
+
+    root: str
+    store: str
+    lineage: str
+    version: int
+    settings: StoreSettings
+    source: Partitioning
+    target: Partitioning
+
+    def files(self, location: Location) -> LineageFiles:
+        return LineageFiles(location, self.store, self.lineage)
+
+
+def plan(
+    location: Location, store: str, lineage: str, version: int, num_partitions: int
+) -> Plan | None:
+    """The repartition of ``store``'s lineage at ``version`` to ``num_partitions``; ``None``
+    when the partitioning in force there already has that count.
+
+    Raises:
+        MissingVersionError: The lineage does not exist.
+        IncompatibleConfigError: ``version`` is below the newest partitioning's (a stale Spark
+            checkpoint), or the lineage recorded no partition count.
+    """
+    files = LineageFiles(location, store, lineage)
+    settings = read_settings(files)
+    if settings is None:
+        raise MissingVersionError(f"{location.describe(files.dir)} holds no state of {store!r}")
+    source = settings.partitioning
+    if source.num_partitions is None:
+        raise IncompatibleConfigError(
+            f"store {store!r} recorded no partition count: only stores of the verstore.spark "
+            "helpers, which record how their keys are partitioned, can be repartitioned"
+        )
+    if version < source.version:
+        raise IncompatibleConfigError(
+            f"store {store!r} was repartitioned at version {source.version}; the query's "
+            f"checkpoint is at version {version}, older than that"
+        )
+    if source.num_partitions == num_partitions:
+        return None
+    target_id = source.id + 1
+    target = Partitioning(target_id, num_partitions, version, new_dir(target_id))
+    return Plan(location.uri, store, lineage, version, settings, source, target)
+
+
+def mark_sources(location: Location, plan: Plan) -> None:
+    """Step 2: a mark in every old partition directory, so that no process keeps writing there
+    on what it remembers of the settings."""
+    files = plan.files(location)
+    for partition in plan.source.partitions(files):
+        mark(plan.source.files(files, partition))
+    faults.step("repartition_marked")
+
+
+@contextmanager
+def read_source(
+    location: Location, plan: Plan, partition: int, local_dir: str, batch_rows: int = 65_536
+) -> Iterator[tuple[int, Iterator[Any]]]:
+    """Step 3: ``(observed stream time, batches)`` of old partition ``partition`` at the plan's
+    version; the batches have columns ``key``, ``value`` (null: a tombstone) and ``timestamp``,
+    each key's versions oldest first."""
+    opened = PartitionStore.open(
+        location,
+        plan.store,
+        partition,
+        plan.version,
+        local_dir,
+        history_retention_ms=plan.settings.history_retention_ms,
+        segment_interval_ms=plan.settings.segment_interval_ms,
+        lineage=plan.lineage,
+        read_only=True,
+    )
+    try:
+        store = opened.store
+        scan = store.scan_versions(ascending=True, tombstones=True, batch_rows=batch_rows)
+        with scan:
+            yield (
+                store.observed_stream_time,
+                (b.select(["key", "value", "timestamp"]) for b in scan),
+            )
+    finally:
+        opened.abort()
+
+
+def write_target(
+    location: Location,
+    plan: Plan,
+    partition: int,
+    local_dir: str,
+    batches: Iterable[Any],
+) -> tuple[int, int]:
+    """Step 4: new partition ``partition`` committed at the plan's version from ``batches``
+    (columns key, value, timestamp and the observed stream time of the old partition each row
+    came from: every version it receives, in timestamp order); then its observed stream time
+    raised to the highest of those. Returns the versions written and that stream time."""
+    import pyarrow.compute as pc
+
+    opened = PartitionStore.open(
+        location,
+        plan.store,
+        partition,
+        plan.version - 1,
+        local_dir,
+        history_retention_ms=plan.settings.history_retention_ms,
+        segment_interval_ms=plan.settings.segment_interval_ms,
+        lineage=plan.lineage,
+        columns=plan.settings.columns,
+        partitioning=plan.target,
+        # One commit holds the partition's whole state: snapshot it at once.
+        options=CheckpointOptions(snapshot_interval=1),
+    )
+    written, stream_time = 0, -1
+    with opened:
+        store = opened.store
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            store.put_batch(batch.column(0), batch.column(1), batch.column(2))
+            written += batch.num_rows
+            stream_time = max(stream_time, pc.max(batch.column(3)).as_py())
+            faults.step("repartition_writing")
+        if stream_time >= 0:
+            store.advance_stream_time(stream_time)
+        opened.commit()
+    return written, stream_time
+
+
+def publish(location: Location, plan: Plan) -> StoreSettings:
+    """Step 5: makes the new partitioning the lineage's. Every new partition must have its
+    commit at the plan's version (a partition that received no key has an empty one).
+
+    Raises:
+        MissingVersionError: A new partition has no commit.
+        IncompatibleConfigError: Another repartition published first.
+    """
+    files = plan.files(location)
+    for partition in range(plan.target.num_partitions or 0):
+        listing = plan.target.files(files, partition).listing()
+        if not any(ref.version == plan.version for ref in listing.commits):
+            raise MissingVersionError(
+                f"the repartition of {plan.store!r} wrote no commit for new partition "
+                f"{partition}: nothing was published, the query's state is unchanged"
+            )
+    faults.step("repartition_before_publish")
+    current = read_settings(files)
+    if current is None or current.partitioning != plan.source:
+        raise IncompatibleConfigError(
+            f"store {plan.store!r} was repartitioned by someone else meanwhile: nothing was "
+            "published by this repartition"
+        )
+    write_record(files, plan.target)
+    faults.step("repartition_published")
+    wanted = StoreSettings(
+        plan.settings.history_retention_ms,
+        plan.settings.segment_interval_ms,
+        plan.target.num_partitions,
+        plan.settings.columns,
+    )
+    settings = check_or_create(files, wanted, create=False, fresh=True)
+    if settings.partitioning != plan.target:
+        raise IncompatibleConfigError(
+            f"store {plan.store!r}: another repartition published partitioning "
+            f"{plan.target.id} at the same time; its partitioning is the one in force"
+        )
+    return settings
+
+
+def local_scratch(local_dir: str, plan: Plan, role: str, partition: int) -> str:
+    """A task's own local directory for a step (never a running query's working copy)."""
+    path = os.path.join(local_dir, "repartition", plan.target.dir, f"{role}-{partition}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+__all__ = [
+    "Plan",
+    "local_scratch",
+    "mark_sources",
+    "plan",
+    "publish",
+    "read_source",
+    "write_target",
+]

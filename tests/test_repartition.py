@@ -1,0 +1,292 @@
+"""Repartitioning a checkpointed store, step by step (``verstore.checkpoint.repartition``),
+without Spark: keys are routed here by a hash of their bytes, as the Spark job routes them by
+Spark's hash of their columns. The state moves exactly (every key's versions and tombstones,
+reads at every time, later out-of-order writes); a process killed at any step leaves the old
+partitioning or the new one, whole; partitioning records are hostile input; and the opens of
+a repartitioned lineage find the right directory, fence stale writers and read older versions
+where they are."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import verstore
+from verstore.checkpoint import PartitionStore, faults
+from verstore.checkpoint import repartition as steps
+from verstore.checkpoint.layout import LineageFiles
+from verstore.checkpoint.meta import read_settings
+from verstore.checkpoint.partitioning import record_path
+from verstore.location import Location
+
+RETENTION = 500
+STORE, LINEAGE = "prices", "q1"
+#: Keys and values are bytes here: the store records no column layout (the Spark job needs one).
+COLUMNS = None
+KEYS = [f"key-{i}".encode() for i in range(30)]
+
+
+def route(key: bytes, partitions: int) -> int:
+    return zlib.crc32(key) % partitions
+
+
+def open_partition(root: Path, p: int, version: int, n: int | None, **kw: Any) -> PartitionStore:
+    return PartitionStore.open(
+        str(root), STORE, p, version, str(root.parent / "local" / f"{n}"),
+        history_retention_ms=RETENTION, lineage=LINEAGE, num_partitions=n, columns=COLUMNS,
+        **kw,
+    )  # fmt: skip
+
+
+def writes(seed: int, batches: int) -> list[list[tuple[bytes, bytes | None, int]]]:
+    """Per micro-batch: puts and deletes, out of order now and then, some too old."""
+    rng = random.Random(seed)
+    out = []
+    for b in range(batches):
+        batch = []
+        for _ in range(40):
+            t = 100 * b + rng.randrange(-300, 100)
+            value = None if rng.random() < 0.15 else rng.randbytes(rng.randrange(0, 6))
+            batch.append((rng.choice(KEYS), value, max(t, 0)))
+        out.append(batch)
+    return out
+
+
+def run_batches(root: Path, batches: list[Any], first: int, n: int) -> None:
+    """Micro-batches ``first``... on ``n`` partitions (every partition runs every batch)."""
+    for b, batch in enumerate(batches, start=first):
+        for p in range(n):
+            with open_partition(root, p, b, n) as opened:
+                for key, value, t in batch:
+                    if route(key, n) == p:
+                        opened.store.put(key, value, t)
+                opened.commit()
+
+
+def reads(root: Path, version: int, n: int) -> dict[bytes, Any]:
+    """Every key's versions (tombstones included) and stream time of its partition."""
+    out = {}
+    for p in range(n):
+        opened = open_partition(root, p, version, None, read_only=True)
+        try:
+            store = opened.store
+            for key in KEYS:
+                if route(key, n) == p:
+                    out[key] = [(r.value, r.timestamp, r.valid_to) for r in store.versions(key)]
+            out[p] = store.observed_stream_time
+        finally:
+            opened.abort()
+    return out
+
+
+def repartition(root: Path, version: int, n: int) -> steps.Plan:
+    """The steps as ``verstore.spark.repartition_store`` runs them, routed by :func:`route`."""
+    location = Location.resolve(str(root))
+    plan = steps.plan(location, STORE, LINEAGE, version, n)
+    assert plan is not None
+    steps.mark_sources(location, plan)
+    routed: dict[int, list[Any]] = {p: [] for p in range(n)}
+    for p in plan.source.partitions(plan.files(location)):
+        scratch = steps.local_scratch(str(root.parent / "scratch"), plan, "read", p)
+        with steps.read_source(location, plan, p, scratch) as (stream_time, scan):
+            for batch in scan:
+                for key, value, t in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                    routed[route(key, n)].append((key, value, t, stream_time))
+    for p, rows in routed.items():
+        rows.sort(key=lambda r: r[2])
+        table = pa.table(
+            [pa.array([r[i] for r in rows], t) for i, t in enumerate(ROW_TYPES)],
+            names=["key", "value", "timestamp", "stream_time"],
+        )
+        scratch = steps.local_scratch(str(root.parent / "scratch"), plan, "write", p)
+        steps.write_target(location, plan, p, scratch, table.to_batches())
+    steps.publish(location, plan)
+    return plan
+
+
+ROW_TYPES = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
+
+
+def expected(batches: list[Any], n: int) -> dict[bytes, Any]:
+    """Every key's versions as one in-memory store per partition of ``n`` builds them."""
+    stores = [verstore.VersionedStore.in_memory(history_retention_ms=RETENTION) for _ in range(n)]
+    for batch in batches:
+        for key, value, t in batch:
+            stores[route(key, n)].put(key, value, t)
+    out: dict[bytes, Any] = {}
+    for key in KEYS:
+        out[key] = [(r.value, r.timestamp, r.valid_to) for r in stores[route(key, n)].versions(key)]
+    return out
+
+
+def keys_only(found: dict[Any, Any], horizon: int = -1) -> dict[bytes, Any]:
+    """Every key's versions from ``horizon`` on (below it, what a store still holds depends on
+    its own stream time, which a move may raise)."""
+    return {k: [x for x in v if x[1] >= horizon] for k, v in found.items() if isinstance(k, bytes)}
+
+
+def horizon_of(batches: list[Any]) -> int:
+    return max(t for b in batches for _, _, t in b) - RETENTION
+
+
+def test_the_state_moves_exactly_and_the_query_goes_on(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    batches = writes(seed=1, batches=6)
+    run_batches(root, batches[:3], 0, 4)
+    before = reads(root, 3, 4)
+    repartition(root, 3, 7)
+    after = reads(root, 3, 7)
+    horizon = horizon_of(batches[:3])
+    assert keys_only(after, horizon) == keys_only(before, horizon)
+    # Each new partition starts at the highest stream time of the old ones its keys came from.
+    assert {after[p] for p in range(7)} <= {before[p] for p in range(4)} | {-1}
+    run_batches(root, batches[3:5], 3, 7)
+    repartition(root, 5, 2)
+    run_batches(root, batches[5:], 5, 2)
+    settings = read_settings(LineageFiles(Location.resolve(str(root)), STORE, LINEAGE))
+    assert settings is not None and settings.num_partitions == 2
+    assert [p.num_partitions for p in settings.partitionings] == [4, 7, 2]
+    # Within retention, the reads are those of stores that had seen every write.
+    horizon = horizon_of(batches)
+    assert keys_only(reads(root, 6, 2), horizon) == keys_only(expected(batches, 2), horizon)
+
+
+def test_older_versions_are_read_where_they_were_written(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    batches = writes(seed=2, batches=4)
+    run_batches(root, batches[:2], 0, 3)
+    at_one = reads(root, 1, 3)
+    repartition(root, 2, 5)
+    run_batches(root, batches[2:], 2, 5)
+    assert keys_only(reads(root, 1, 3)) == keys_only(at_one)
+
+
+def test_a_write_below_the_repartition_is_fenced(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    run_batches(root, writes(seed=3, batches=2), 0, 2)
+    repartition(root, 2, 3)
+    with pytest.raises(verstore.FencedError, match="repartitioned at version 2"):
+        open_partition(root, 0, 1, 3)
+    with pytest.raises(verstore.IncompatibleConfigError, match="repartition_store"):
+        open_partition(root, 0, 2, 2)
+
+
+def test_a_process_that_remembers_the_old_count_reads_the_settings_again(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    run_batches(root, writes(seed=4, batches=2), 0, 2)  # this process verified 2 partitions
+    repartition(root, 2, 3)
+    with pytest.raises(verstore.IncompatibleConfigError, match="num_partitions=3"):
+        open_partition(root, 0, 2, 2)
+
+
+def test_repartition_records_are_hostile_input(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    run_batches(root, writes(seed=5, batches=2), 0, 2)
+    plan = repartition(root, 2, 3)
+    files = plan.files(Location.resolve(str(root)))
+    path = Path(record_path(files, 1))
+    good = json.loads(path.read_text())
+    bad = [
+        b"{",
+        b"[]",
+        b" " * (64 << 10) + b"{}",
+        json.dumps({**good, "id": 2}).encode(),
+        json.dumps({**good, "num_partitions": 0}).encode(),
+        json.dumps({**good, "version": 0}).encode(),
+        json.dumps({**good, "dir": "../../elsewhere"}).encode(),
+        json.dumps({**good, "dir": "partitioning-2-0123456789abcdef"}).encode(),
+        json.dumps({**good, "extra": 1}).encode(),
+    ]
+    for data in bad:
+        path.write_bytes(data)
+        with pytest.raises(verstore.CorruptionError, match=r"_partitioning-1\.json"):
+            read_settings(files)
+
+
+STEPS = [
+    "repartition_marked",
+    "repartition_writing",
+    "after_changelog",
+    "repartition_before_publish",
+    "repartition_published",
+]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_repartition_killed_at_any_step_leaves_one_whole_state(tmp_path: Path, step: str) -> None:
+    root = tmp_path / "root"
+    batches = writes(seed=6, batches=4)
+    run_batches(root, batches[:2], 0, 3)
+    horizon = horizon_of(batches[:2])
+    before = keys_only(reads(root, 2, 3), horizon)
+    child = subprocess.run(
+        [sys.executable, __file__, str(root), step], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    settings = read_settings(LineageFiles(Location.resolve(str(root)), STORE, LINEAGE))
+    assert settings is not None
+    n = settings.num_partitions
+    assert n == (4 if step == "repartition_published" else 3)
+    assert keys_only(reads(root, 2, n), horizon) == before
+    run_batches(root, batches[2:3], 2, n)
+    if n == 3:
+        repartition(root, 3, 4)
+    run_batches(root, batches[3:], 3, 4)
+    horizon = horizon_of(batches)
+    assert keys_only(reads(root, 4, 4), horizon) == keys_only(expected(batches, 4), horizon)
+
+
+def _child(root: str, step: str) -> None:
+    """The repartition in a process that kills itself at ``step``."""
+
+    def kill(name: str) -> None:
+        if name == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    faults.set_hook(kill)
+    repartition(Path(root), 2, 4)
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:3])
+
+
+def test_the_cli_reads_a_repartitioned_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+    from verstore import cli
+
+    root = tmp_path / "root"
+    batches = writes(seed=7, batches=4)
+    run_batches(root, batches[:2], 0, 2)
+    repartition(root, 2, 3)
+    run_batches(root, batches[2:], 2, 3)
+    assert cli.main(["verify", str(root), "--deep"]) == 0
+    assert cli.main(["inspect", str(root)]) == 0
+    assert "from version 2: 3 partitions in partitioning-1-" in capsys.readouterr().out
+    scan = tmp_path / "scan.parquet"
+    assert cli.main(["scan", str(root), "--history", "--parquet", str(scan)]) == 0
+    rows = pq.read_table(scan).to_pylist()
+    assert {r["partition"] for r in rows} <= {0, 1, 2}
+    want = keys_only(reads(root, 4, 3))
+    assert sorted((r["key"], r["valid_from"]) for r in rows) == sorted(
+        (k, v[1]) for k, versions in want.items() for v in versions
+    )
+    changes = tmp_path / "changes.parquet"
+    assert cli.main(["changes", str(root), "--parquet", str(changes)]) == 0
+    feed = pq.read_table(changes).to_pylist()
+    assert sorted((r["batch_id"], r["key"], r["valid_from"]) for r in feed) == sorted(
+        (b, key, t) for b, batch in enumerate(batches) for key, _, t in batch
+    )
