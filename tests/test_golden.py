@@ -19,7 +19,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import verstore
 from verstore import cli, reader
+from verstore.changes import partitions_of_changes, read_changes
 
 sys.path.insert(0, str(Path(__file__).parent / "golden"))
 import make_golden as golden  # the generator's own reads and encodings
@@ -139,3 +141,34 @@ def test_a_value_schema_evolution_reads_and_continues(
         for r in rows
         if r["t"] == max(x["t"] for x in rows if x["sym"] == r["sym"])
     }
+
+
+def test_a_repartitioned_store_reads_and_continues(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, g = golden_set
+    if "moved" not in g:
+        pytest.skip(f"{root.parent.name} predates repartitioning")
+    moved = g["moved"]
+    for version, expected in moved["reads"].items():
+        assert golden.moved_reads(root, int(version)) == expected, version
+    newest = max(int(v) for v in moved["rows"])
+    rows = golden.moved_rows(random.Random(5), newest + 1)
+    golden.moved_put(root, tmp_path, newest + 1, rows)
+    after = golden.moved_reads(root, newest + 1)
+    assert {(r["sym"], r["valid_from"]) for r in after["history"]} >= {
+        (r["sym"], r["t"]) for r in rows
+    }
+    with pytest.raises(verstore.IncompatibleConfigError, match="repartition_store"):
+        golden.open_partition(root, "moved", 0, newest + 1, tmp_path / "old", num_partitions=2)
+    ref, settings = reader.resolve(str(root), "moved", g["lineage"])
+    feed = [
+        r
+        for partitioning, p in partitions_of_changes(ref, settings, None, None)
+        for batch in read_changes(ref, settings, p, partitioning=partitioning)
+        for r in batch.to_pylist()
+    ]
+    written = {**moved["rows"], str(newest + 1): rows}
+    assert sorted((r["batch_id"], r["sym"], r["valid_from"]) for r in feed) == sorted(
+        (int(v) - 1, r["sym"], r["t"]) for v, batch in written.items() for r in batch
+    )
