@@ -140,10 +140,14 @@ def test_the_old_count_is_refused_once_the_store_moved(
     assert repartition(spark, verstore_root, tmp_path, 3)["versions"] == 0
 
 
-# Driver steps, then a step in the tasks that write the new partitions.
-KILL_STEPS = ["repartition_marked", "repartition_writing", "repartition_before_publish"]
-if os.environ.get("VERSTORE_LONG_TESTS"):
-    KILL_STEPS.append("repartition_published")
+# The driver's steps, and one in the tasks that write the new partitions (the steps inside a
+# partition's commit are killed in tests/test_repartition.py, without Spark).
+KILL_STEPS = [
+    "repartition_marked",
+    "repartition_writing",
+    "repartition_before_publish",
+    "repartition_published",
+]
 
 
 @pytest.mark.parametrize("step", KILL_STEPS)
