@@ -119,7 +119,8 @@ class PartitionStore:
             options: Snapshot, retention and locking settings.
             progress: Called as ``progress("replay", done, total)`` during a rebuild.
             num_partitions: The store's number of partitions, recorded on first use and checked
-                after (keys would move between partitions and lose their history).
+                after (keys would move between partitions and lose their history; a
+                repartition, ``verstore.checkpoint.repartition``, moves them).
             columns: How keys and values are encoded, recorded and checked likewise.
             read_only: Open for reading only (an operator tool or a reader): nothing is
                 recorded, the state is rebuilt in a private directory that is removed at

@@ -291,7 +291,8 @@ def map_partitions_with_stores(
     Args:
         df: A streaming DataFrame.
         keys: Columns that decide the partition of a row (all rows of a key meet in one task).
-        num_partitions: The number of partitions (fixed for the life of the stores).
+        num_partitions: The number of partitions (recorded in the stores; changed only by
+            :func:`verstore.spark.repartition_store`).
         stores: Store name -> :class:`StoreSpec`.
         fn: The partition function.
         schema: The output schema (a ``StructType`` or DDL string).

@@ -97,7 +97,8 @@ def latest_by_timestamp(
     * Equal (key, time) updates of one micro-batch: one winner (module docstring); a later
       micro-batch replaces the version at the same time, and if that is the newest version the
       replacement is a change (even with an equal value).
-    * The store and ``num_partitions`` are fixed for the life of the query's checkpoint.
+    * The store is the query's for the life of its checkpoint; ``num_partitions`` changes only
+      through :func:`verstore.spark.repartition_store`, with the query stopped.
 
     Args:
         updates: The streaming DataFrame of updates.

@@ -85,7 +85,9 @@ def versioned_table_join(
     * Expiry is per side and partition: an update older than its side's largest time minus
       ``history_retention`` is dropped, and an as-of lookup older than the other side's
       horizon only finds that side's newest version, if at or before ``t``.
-    * The stores and ``num_partitions`` are fixed for the life of the query's checkpoint.
+    * The stores are the query's for the life of its checkpoint; ``num_partitions`` changes
+      only through :func:`verstore.spark.repartition_store` (both stores), with the query
+      stopped.
 
     Args:
         left_updates: The left table's update stream.
