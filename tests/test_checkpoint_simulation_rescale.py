@@ -277,7 +277,7 @@ class Simulation(RuleBasedStateMachine):
         routed: dict[int, list[Any]] = {p: [] for p in range(count)}
         scratch = str(self.dir / "scratch")
         for p in plan.source.partitions(plan.files(self.location)):
-            local = steps.local_scratch(scratch, plan, "read", p)
+            local = scratch
             with steps.read_source(self.location, plan, p, local) as (stream_time, scan):
                 for b in scan:
                     for row in zip(*(c.to_pylist() for c in b.columns), strict=True):
@@ -289,7 +289,7 @@ class Simulation(RuleBasedStateMachine):
                 [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
                 names=["key", "value", "timestamp", "stream_time"],
             )
-            local = steps.local_scratch(scratch, plan, "write", p)
+            local = scratch
             steps.write_target(self.location, plan, p, local, table.to_batches())
         steps.publish(self.location, plan)
         return True

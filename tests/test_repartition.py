@@ -96,7 +96,7 @@ def repartition(root: Path, version: int, n: int) -> steps.Plan:
     steps.mark_sources(location, plan)
     routed: dict[int, list[Any]] = {p: [] for p in range(n)}
     for p in plan.source.partitions(plan.files(location)):
-        scratch = steps.local_scratch(str(root.parent / "scratch"), plan, "read", p)
+        scratch = str(root.parent / "scratch")
         with steps.read_source(location, plan, p, scratch) as (stream_time, scan):
             for batch in scan:
                 for key, value, t in zip(*(c.to_pylist() for c in batch.columns), strict=True):
@@ -107,7 +107,7 @@ def repartition(root: Path, version: int, n: int) -> steps.Plan:
             [pa.array([r[i] for r in rows], t) for i, t in enumerate(ROW_TYPES)],
             names=["key", "value", "timestamp", "stream_time"],
         )
-        scratch = steps.local_scratch(str(root.parent / "scratch"), plan, "write", p)
+        scratch = str(root.parent / "scratch")
         steps.write_target(location, plan, p, scratch, table.to_batches())
     steps.publish(location, plan)
     return plan
@@ -290,3 +290,57 @@ def test_the_cli_reads_a_repartitioned_store(
     assert sorted((r["batch_id"], r["key"], r["valid_from"]) for r in feed) == sorted(
         (b, key, t) for b, batch in enumerate(batches) for key, _, t in batch
     )
+
+
+def test_a_process_remembering_fewer_partitions_reads_the_new_ones(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    batches = writes(seed=8, batches=3)
+    run_batches(root, batches, 0, 2)
+    before = keys_only(reads(root, 3, 2), horizon_of(batches))  # remembers 2 partitions
+    repartition(root, 3, 5)
+    after: dict[bytes, Any] = {}
+    for p in reversed(range(5)):  # new partitions first: their old directories do not exist
+        opened = open_partition(root, p, 3, None, read_only=True)
+        try:
+            for key in KEYS:
+                if route(key, 5) == p:
+                    found = opened.store.versions(key)
+                    after[key] = [(r.value, r.timestamp, r.valid_to) for r in found]
+        finally:
+            opened.abort()
+    assert keys_only(after, horizon_of(batches)) == before
+    with pytest.raises(verstore.MissingVersionError, match="no partition 5"):
+        open_partition(root, 5, 3, None, read_only=True)
+
+
+def test_a_query_that_ran_on_during_the_repartition_stops_the_publish(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    batches = writes(seed=9, batches=4)
+    run_batches(root, batches[:2], 0, 2)
+    location = Location.resolve(str(root))
+    plan = steps.plan(location, STORE, LINEAGE, 2, 3)
+    assert plan is not None
+    for p in range(3):
+        steps.write_target(location, plan, p, str(tmp_path / "scratch"), [])
+    run_batches(root, batches[2:4], 2, 2)  # the query was not stopped
+    with pytest.raises(verstore.IncompatibleConfigError, match="ran on past version 2"):
+        steps.publish(location, plan)
+    settings = read_settings(plan.files(location))
+    assert settings is not None and settings.num_partitions == 2
+
+
+def test_a_partitioning_record_is_created_once(tmp_path: Path) -> None:
+    from verstore.checkpoint.partitioning import publish
+
+    root = tmp_path / "root"
+    run_batches(root, writes(seed=10, batches=2), 0, 2)
+    plan = repartition(root, 2, 3)
+    files = plan.files(Location.resolve(str(root)))
+    with pytest.raises(FileExistsError):
+        publish(files, plan.target)
+    # A lost record under a later one is damage, never an older partitioning silently in force.
+    second = repartition(root, 2, 4)
+    assert second.target.id == 2
+    Path(record_path(files, 1)).unlink()
+    with pytest.raises(verstore.CorruptionError, match=r"_partitioning-1\.json"):
+        read_settings(files)

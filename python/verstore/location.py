@@ -137,6 +137,25 @@ class Location:
         """Writes ``data`` so that ``path`` appears complete or not at all (see the module)."""
         self._write_new(path, lambda out: out.write(data))
 
+    def create_new(self, path: str, data: bytes) -> None:
+        """:meth:`write_new`, failing with ``FileExistsError`` when ``path`` exists: atomically
+        on a local disk (a hard link of the complete file, which never replaces a name);
+        elsewhere by a check before the write, as conditional writes are not offered."""
+        if not self._local:
+            if self.exists(path):
+                raise FileExistsError(self.describe(path))
+            self.write_new(path, data)
+            return
+        parent = posixpath.dirname(path)
+        self._create_dir(parent)
+        tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
+        self._write_or_delete(tmp, lambda out: out.write(data))
+        try:
+            os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        sync_dir(parent)
+
     def write_new_from(self, path: str, local_path: str) -> None:
         """:meth:`write_new` of a local file's contents, streamed (never whole in memory)."""
         self._write_new(path, lambda out: _copy_file_into(local_path, out))

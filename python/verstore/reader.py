@@ -167,6 +167,8 @@ def reading(
             options=CheckpointOptions(lock_timeout_s=0),
             progress=progress,
             read_only=True,
+            # The partitioning these settings (read afresh by resolve()) say serves the version.
+            partitioning=settings.partitioning_at(version),
         )
         try:
             yield part.store

@@ -371,7 +371,7 @@ def move(root: Path, scratch: Path, version: int, count: int) -> None:
     steps.mark_sources(location, plan)
     routed: dict[int, list[Any]] = {p: [] for p in range(count)}
     for p in plan.source.partitions(plan.files(location)):
-        local = steps.local_scratch(str(scratch), plan, "read", p)
+        local = str(scratch)
         with steps.read_source(location, plan, p, local) as (stream_time, scan):
             for batch in scan:
                 for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
@@ -383,7 +383,7 @@ def move(root: Path, scratch: Path, version: int, count: int) -> None:
             [pa.array([r[i] for r in found], t) for i, t in enumerate(types)],
             names=["key", "value", "timestamp", "stream_time"],
         )
-        local = steps.local_scratch(str(scratch), plan, "write", p)
+        local = str(scratch)
         steps.write_target(location, plan, p, local, table.to_batches())
     steps.publish(location, plan)
 

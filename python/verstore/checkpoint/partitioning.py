@@ -117,6 +117,7 @@ def read_partitionings(files: LineageFiles, first: Partitioning) -> list[Partiti
         try:
             data = files.location.read_bytes(path, RECORD_LIMIT)
         except FileNotFoundError:
+            _check_no_gap(files, len(out))
             return out
         except ValueError:
             raise CorruptionError(
@@ -126,6 +127,21 @@ def read_partitionings(files: LineageFiles, first: Partitioning) -> list[Partiti
     raise CorruptionError(
         f"{files.location.describe(files.dir)} holds over {MAX_PARTITIONINGS} partitionings"
     )
+
+
+_RECORD_RE = re.compile(r"_partitioning-([1-9][0-9]{0,3})\.json")
+
+
+def _check_no_gap(files: LineageFiles, missing: int) -> None:
+    """Records are read by id until one is missing: a later one beyond it means a record was
+    lost, and the partitioning in force would silently be an older one."""
+    for info in files.location.list(files.dir):
+        match = _RECORD_RE.fullmatch(info.base_name)
+        if match and int(match.group(1)) > missing:
+            raise CorruptionError(
+                f"{files.location.describe(files.dir)} holds {info.base_name} but not "
+                f"_partitioning-{missing}.json: a repartition's record is missing"
+            )
 
 
 def _decode(name: str, data: bytes, partitioning_id: int, before: Partitioning) -> Partitioning:
@@ -158,7 +174,10 @@ def _whole(value: Any, low: int, high: int) -> bool:
 
 
 def publish(files: LineageFiles, partitioning: Partitioning) -> None:
-    """Writes ``partitioning``'s record: the step that makes it the lineage's.
+    """Writes ``partitioning``'s record: the step that makes it the lineage's. On a local disk
+    the record is created exclusively; object storage offers pyarrow no conditional write, so
+    there two repartitions published at the same moment would both succeed and the later one
+    win: run one repartition of a store at a time.
 
     Raises:
         FileExistsError: Another repartition published this id first.
@@ -170,7 +189,7 @@ def publish(files: LineageFiles, partitioning: Partitioning) -> None:
         "version": partitioning.version,
         "dir": partitioning.dir,
     }
-    files.location.write_new(record_path(files, partitioning.id), json.dumps(body).encode())
+    files.location.create_new(record_path(files, partitioning.id), json.dumps(body).encode())
 
 
 def mark(files: PartitionFiles) -> None:

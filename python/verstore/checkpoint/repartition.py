@@ -21,12 +21,14 @@ recorded column layout move as they are.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from verstore.checkpoint import faults
+from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import LineageFiles
 from verstore.checkpoint.meta import StoreSettings, check_or_create, read_settings
 from verstore.checkpoint.options import CheckpointOptions
@@ -100,71 +102,82 @@ def read_source(
     location: Location, plan: Plan, partition: int, local_dir: str, batch_rows: int = 65_536
 ) -> Iterator[tuple[int, Iterator[Any]]]:
     """Step 3: ``(observed stream time, batches)`` of old partition ``partition`` at the plan's
-    version; the batches have columns ``key``, ``value`` (null: a tombstone) and ``timestamp``,
-    each key's versions oldest first."""
-    opened = PartitionStore.open(
-        location,
-        plan.store,
-        partition,
-        plan.version,
-        local_dir,
-        history_retention_ms=plan.settings.history_retention_ms,
-        segment_interval_ms=plan.settings.segment_interval_ms,
-        lineage=plan.lineage,
-        read_only=True,
-    )
+    version, rebuilt in a directory of its own under ``local_dir`` (removed after); the batches
+    have columns ``key``, ``value`` (null: a tombstone) and ``timestamp``, each key's versions
+    oldest first."""
+    scratch = _scratch(local_dir, plan, "read", partition)
     try:
-        store = opened.store
-        scan = store.scan_versions(ascending=True, tombstones=True, batch_rows=batch_rows)
-        with scan:
-            yield (
-                store.observed_stream_time,
-                (b.select(["key", "value", "timestamp"]) for b in scan),
-            )
+        opened = PartitionStore.open(
+            location,
+            plan.store,
+            partition,
+            plan.version,
+            scratch,
+            history_retention_ms=plan.settings.history_retention_ms,
+            segment_interval_ms=plan.settings.segment_interval_ms,
+            lineage=plan.lineage,
+            read_only=True,
+            partitioning=plan.source,  # never what this process may remember
+        )
+        try:
+            store = opened.store
+            scan = store.scan_versions(ascending=True, tombstones=True, batch_rows=batch_rows)
+            with scan:
+                rows = (b.select(["key", "value", "timestamp"]) for b in scan)
+                yield store.observed_stream_time, rows
+        finally:
+            opened.abort()
     finally:
-        opened.abort()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def write_target(
-    location: Location,
-    plan: Plan,
-    partition: int,
-    local_dir: str,
-    batches: Iterable[Any],
+    location: Location, plan: Plan, partition: int, local_dir: str, batches: Iterable[Any]
 ) -> tuple[int, int]:
     """Step 4: new partition ``partition`` committed at the plan's version from ``batches``
     (columns key, value, timestamp and the observed stream time of the old partition each row
     came from: every version it receives, in timestamp order); then its observed stream time
-    raised to the highest of those. Returns the versions written and that stream time."""
+    raised to the highest of those. Works in a directory of its own under ``local_dir``,
+    removed after (no query reuses it). Returns the versions written and that stream time."""
+    scratch = _scratch(local_dir, plan, "write", partition)
+    try:
+        opened = PartitionStore.open(
+            location,
+            plan.store,
+            partition,
+            plan.version - 1,
+            scratch,
+            history_retention_ms=plan.settings.history_retention_ms,
+            segment_interval_ms=plan.settings.segment_interval_ms,
+            lineage=plan.lineage,
+            columns=plan.settings.columns,
+            partitioning=plan.target,
+            # One commit holds the partition's whole state: snapshot it at once.
+            options=CheckpointOptions(snapshot_interval=1),
+        )
+        with opened:
+            written, stream_time = _put_all(opened.store, batches)
+            opened.commit()
+        return written, stream_time
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _put_all(store: Any, batches: Iterable[Any]) -> tuple[int, int]:
+    """Puts every version (in timestamp order, so each is accepted), then raises the stream
+    time to the highest of the rows' sources."""
     import pyarrow.compute as pc
 
-    opened = PartitionStore.open(
-        location,
-        plan.store,
-        partition,
-        plan.version - 1,
-        local_dir,
-        history_retention_ms=plan.settings.history_retention_ms,
-        segment_interval_ms=plan.settings.segment_interval_ms,
-        lineage=plan.lineage,
-        columns=plan.settings.columns,
-        partitioning=plan.target,
-        # One commit holds the partition's whole state: snapshot it at once.
-        options=CheckpointOptions(snapshot_interval=1),
-    )
     written, stream_time = 0, -1
-    with opened:
-        store = opened.store
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            store.put_batch(batch.column(0), batch.column(1), batch.column(2))
-            written += batch.num_rows
-            stream_time = max(stream_time, pc.max(batch.column(3)).as_py())
-            faults.step("repartition_writing")
-        if stream_time >= 0:
-            store.advance_stream_time(stream_time)
-        opened.commit()
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        store.put_batch(batch.column(0), batch.column(1), batch.column(2))
+        written += batch.num_rows
+        stream_time = max(stream_time, pc.max(batch.column(3)).as_py())
+        faults.step("repartition_writing")
+    if stream_time >= 0:
+        store.advance_stream_time(stream_time)
     return written, stream_time
 
 
@@ -184,6 +197,7 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
                 f"the repartition of {plan.store!r} wrote no commit for new partition "
                 f"{partition}: nothing was published, the query's state is unchanged"
             )
+    _check_sources_still(location, plan)
     faults.step("repartition_before_publish")
     current = read_settings(files)
     if current is None or current.partitioning != plan.source:
@@ -208,8 +222,25 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
     return settings
 
 
-def local_scratch(local_dir: str, plan: Plan, role: str, partition: int) -> str:
-    """A task's own local directory for a step (never a running query's working copy)."""
+def _check_sources_still(location: Location, plan: Plan) -> None:
+    """No old partition went past the plan's version meanwhile: a commit of version ``V + 2``
+    or later means the query ran on (it was not stopped), and moving the state read at ``V``
+    would lose that batch. (``V + 1`` may be a batch that ran but that Spark never committed;
+    the query reruns it.)"""
+    files = plan.files(location)
+    for partition in plan.source.partitions(files):
+        source = plan.source.files(files, partition)
+        tip = Graph(source, source.listing()).tip()
+        if tip.version > plan.version + 1:
+            raise IncompatibleConfigError(
+                f"{source.describe()} has version {tip.version} committed: the query ran on "
+                f"past version {plan.version} during the repartition. Stop it first; nothing "
+                "was published"
+            )
+
+
+def _scratch(local_dir: str, plan: Plan, role: str, partition: int) -> str:
+    """A step's own directory under ``local_dir`` (never a running query's working copy)."""
     path = os.path.join(local_dir, "repartition", plan.target.dir, f"{role}-{partition}")
     os.makedirs(path, exist_ok=True)
     return path
@@ -217,7 +248,6 @@ def local_scratch(local_dir: str, plan: Plan, role: str, partition: int) -> str:
 
 __all__ = [
     "Plan",
-    "local_scratch",
     "mark_sources",
     "plan",
     "publish",

@@ -40,7 +40,7 @@ from verstore.checkpoint.rebuild import restore_base
 from verstore.checkpoint.replay import replay
 from verstore.checkpoint.reuse import check_not_behind_local, commits_to_catch_up
 from verstore.checkpoint.stats import CommitStats, OpenStats, Progress
-from verstore.exceptions import FencedError, StoreClosedError
+from verstore.exceptions import FencedError, MissingVersionError, StoreClosedError
 from verstore.location import TMP_MARK, Location
 
 log = logging.getLogger("verstore.checkpoint")
@@ -73,7 +73,7 @@ class PartitionStore:
     _store: VersionedStore | None
     _uploaded: dict[str, Any]
     _memory_limit_mb: int | None
-    _unpublished: Partitioning | None
+    _pinned: Partitioning | None
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -128,9 +128,10 @@ class PartitionStore:
                 :meth:`commit` is refused.
             memory_limit_mb: The store's own memory (RocksDB's memtables and its cache of
                 latest values, see ``VersionedStore``); None for the store's defaults.
-            partitioning: A repartition's own: open the partition in this partitioning, which
-                it has not published yet (``verstore.checkpoint.repartition``). None: the
-                lineage's partitioning that serves ``version``.
+            partitioning: Open the partition in this partitioning (a repartition's, which
+                reads the one it replaces and writes one it has not published yet:
+                ``verstore.checkpoint.repartition``). None: the lineage's partitioning that
+                serves ``version``, as the settings say.
 
         Raises:
             ValueError: A bad version, partition, store name or lineage.
@@ -156,7 +157,7 @@ class PartitionStore:
         )
         self._local = LocalCopy(local_dir, store_name, lineage, partition)
         self._start(location, partition, version, lineage, read_only, memory_limit_mb)
-        self._unpublished = partitioning
+        self._pinned = partitioning
         self._local.lock(self._options.lock_timeout_s)
         try:
             self._open_locked(lineage_files, progress)
@@ -206,30 +207,43 @@ class PartitionStore:
 
     def _locate(self, lineage_files: LineageFiles, wanted: StoreSettings) -> Listing:
         """Checks the settings and finds the partition's directory in the partitioning that
-        serves the version; a repartition's mark there means the settings this process
-        remembers may be stale, so they are read again (``partitioning.py``)."""
+        serves the version. What this process remembers of the settings may be stale (a
+        repartition since): a repartition's mark in the directory, or a directory without a
+        commit (a partition the remembered count may not have), has them read again."""
         for fresh in (False, True):
             self._settings = check_or_create(
                 lineage_files, wanted, create=not self.read_only, fresh=fresh
             )
-            partitioning = self._unpublished or self._settings.partitioning_at(self.version)
-            if not self.read_only and partitioning.id < self._settings.partitioning.id:
-                raise FencedError(
-                    f"store {lineage_files.store_name!r} at "
-                    f"{lineage_files.location.describe(lineage_files.dir)} was repartitioned "
-                    f"at version {self._settings.partitioning.version}, so version "
-                    f"{self.version} cannot be written again: this attempt is stale (a zombie), "
-                    "or the query was rolled back to a checkpoint older than the repartition"
-                )
+            partitioning = self._pinned or self._settings.partitioning_at(self.version)
+            self._check_partitioning(lineage_files, partitioning)
             self._files = partitioning.files(lineage_files, self.partition)
             # A local copy is of one partitioning's partition: another's p=<n> holds other keys.
             self._copy_of = (
                 f"{self.lineage}/{partitioning.dir}" if partitioning.id else self.lineage
             )
             listing = self._files.listing()
-            if not listing.repartitioning or fresh or self._unpublished:
-                return listing
-        raise AssertionError("unreachable")
+            maybe_stale = listing.repartitioning or not listing.commits
+            if fresh or self._pinned or not maybe_stale:
+                break
+        count = partitioning.num_partitions
+        if count is not None and self.partition >= count:
+            raise MissingVersionError(
+                f"store {lineage_files.store_name!r} has {count} partitions from version "
+                f"{partitioning.version} on: there is no partition {self.partition}"
+            )
+        return listing
+
+    def _check_partitioning(self, lineage_files: LineageFiles, partitioning: Partitioning) -> None:
+        """A write goes to the newest partitioning (or a repartition's own)."""
+        newest = self._settings.partitioning
+        if not self.read_only and partitioning.id < newest.id:
+            raise FencedError(
+                f"store {lineage_files.store_name!r} at "
+                f"{lineage_files.location.describe(lineage_files.dir)} was repartitioned "
+                f"at version {newest.version}, so version {self.version} cannot be written "
+                "again: this attempt is stale (a zombie), or the query was rolled back to a "
+                "checkpoint older than the repartition"
+            )
 
     def _check_not_fenced(self) -> None:
         """A lineage with versions beyond ``version + 1`` fences this attempt off."""

@@ -91,6 +91,12 @@ def repartition_store(
         )
     steps.mark_sources(location, plan)
     written = _move(spark, plan, StorageCredentials("repartition_store", options))
+    if query_position(Location.resolve(checkpoint_location, options)) != (lineage, version):
+        raise RuntimeError(
+            f"verstore.spark.repartition_store: the query of {checkpoint_location} committed "
+            "a micro-batch during the repartition. Stop it first, then run this again; nothing "
+            "was published"
+        )
     steps.publish(location, plan)
     return _report(version, plan.source.num_partitions, num_partitions, written)
 
@@ -115,7 +121,9 @@ def _move(spark: Any, plan: steps.Plan, credentials: StorageCredentials) -> int:
     read = spark.range(0, sources, 1, sources).mapInArrow(
         _reader(plan, credentials), from_arrow_schema(rows)
     )
-    routed = read.repartition(plan.target.num_partitions, *keys).sortWithinPartitions(_TIME)
+    # As the helpers route rows (_runtime.map_partitions_with_stores): by the key columns.
+    by = [arguments.col(k) for k in keys]
+    routed = read.repartition(plan.target.num_partitions, *by).sortWithinPartitions(_TIME)
     report = routed.mapInArrow(_writer(plan, credentials), _REPORT).collect()
     done = sorted(r["partition"] for r in report)
     if done != list(range(plan.target.num_partitions or 0)):
@@ -157,8 +165,8 @@ def _reader(plan: steps.Plan, credentials: StorageCredentials) -> Any:
         key_schema = plan.settings.columns.schemas()[0]  # type: ignore[union-attr]
         for batch in batches:
             for partition in batch.column(0).to_pylist():
-                scratch = steps.local_scratch(_task_local_dir(), plan, "read", partition)
-                with steps.read_source(location, plan, partition, scratch) as (stream_time, scan):
+                local = _task_local_dir()
+                with steps.read_source(location, plan, partition, local) as (stream_time, scan):
                     for part in scan:
                         yield _routed(part, decode_rows(part.column(0), key_schema), stream_time)
 
@@ -194,8 +202,8 @@ def _writer(plan: steps.Plan, credentials: StorageCredentials) -> Any:
         partition = ctx.partitionId()
         location = Location.resolve(plan.root, credentials.options)
         stored = (b.select([_KEY, _VALUE, _TIME, _STREAM_TIME]) for b in batches)
-        scratch = steps.local_scratch(_task_local_dir(), plan, "write", partition)
-        written, stream_time = steps.write_target(location, plan, partition, scratch, stored)
+        local = _task_local_dir()
+        written, stream_time = steps.write_target(location, plan, partition, local, stored)
         yield pa.RecordBatch.from_pydict(
             {"partition": [partition], "versions": [written], "stream_time": [stream_time]},
             schema=pa.schema(
