@@ -124,6 +124,12 @@ def test_a_query_rescaled_from_4_to_7_to_2_partitions_stays_exact(
     changes = verstore.spark.read_store(spark, "asof", changes=True).toArrow()
     per_batch = pd.Series(changes.column("batch_id").to_pylist()).value_counts().to_dict()
     assert per_batch == {b: len(feed.prices[b]) for b in range(7)}
+    files = verstore.spark.inspect(str(verstore_root), "asof").to_pylist()
+    assert {(f["partitioning"], f["partition"]) for f in files} == {
+        *((0, p) for p in range(4)),
+        *((1, p) for p in range(7)),
+        *((2, p) for p in range(2)),
+    }
 
 
 def test_the_old_count_is_refused_once_the_store_moved(

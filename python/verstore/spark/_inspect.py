@@ -34,7 +34,8 @@ def inspect(
         storage_options: Filesystem options for a URI root.
 
     Returns:
-        A ``pyarrow.Table`` with columns ``lineage``, ``partition``, ``version``, ``kind``
+        A ``pyarrow.Table`` with columns ``lineage``, ``partitioning`` (0, then one more per
+        repartition: ``verstore.spark.repartition_store``), ``partition``, ``version``, ``kind``
         (``"changelog"`` or ``"snapshot"``), ``bytes``, ``records`` (changelogs), ``files``
         (snapshots), ``attempt`` (hex), ``parent_version`` and ``parent_attempt`` (changelogs)
         and ``winning`` (whether the commit is on the partition's winning chain).
@@ -48,9 +49,12 @@ def inspect(
     rows: list[dict[str, Any]] = []
     for files_of_lineage in find_lineages(loc, store, lineage):
         settings = read_settings(files_of_lineage)
-        for _, p, files in every_partition(files_of_lineage, settings):
+        for partitioning, p, files in every_partition(files_of_lineage, settings):
             if partition is None or p == partition:
-                rows += _partition_rows(files, version)
+                rows += [
+                    {**row, "partitioning": partitioning.id}
+                    for row in _partition_rows(files, version)
+                ]
     return pa.Table.from_pylist(rows, schema=_schema())
 
 
@@ -93,6 +97,7 @@ def _row(files: PartitionFiles, ref: CommitRef, kind: str, winning: bool) -> dic
     """A row's columns common to changelogs and snapshots; the others null."""
     return {
         "lineage": files.lineage.lineage,
+        "partitioning": 0,
         "partition": files.partition,
         "version": ref.version,
         "kind": kind,
@@ -112,6 +117,7 @@ def _schema() -> Any:
     return pa.schema(
         [
             ("lineage", pa.string()),
+            ("partitioning", pa.int32()),
             ("partition", pa.int32()),
             ("version", pa.int64()),
             ("kind", pa.string()),
