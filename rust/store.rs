@@ -367,17 +367,18 @@ pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usiz
         Some(_) => ("timestamps", "values"),
         None => ("timestamp", "value"),
     };
-    let at = row.map(|i| format!("[{i}]")).unwrap_or_default();
+    // The row's index is formatted only for a message: a batch checks every row.
+    let at = || row.map(|i| format!("[{i}]")).unwrap_or_default();
     if timestamp < 0 {
         return Err(Error::invalid(
             ts_name,
-            format!("{ts_name}{at} must be >= 0, got {timestamp}"),
+            format!("{ts_name}{} must be >= 0, got {timestamp}", at()),
         ));
     }
     if value.is_some_and(|v| v.len() > MAX_VALUE_LEN) {
         return Err(Error::invalid(
             value_name,
-            format!("{value_name}{at} must be at most {MAX_VALUE_LEN} bytes"),
+            format!("{value_name}{} must be at most {MAX_VALUE_LEN} bytes", at()),
         ));
     }
     Ok(())
