@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -356,9 +358,77 @@ def run(
 
 # --- one partition outside Spark -----------------------------------------------------------------
 
+# The join's shuffled columns (side 0 = table, 1 = stream; the key and the long time are shuffled
+# once, see asof_join) and the pass-through's (side 0 = order).
+JOIN_NAMES = ["__vs_side", "__vs_k0", "__vs_t", "__vs_s0", "__vs_s3", "__vs_v0"]
+FLOOR_NAMES = ["side", "symbol", "t", "order_id", "quantity", "price"]
+
+
+def mine(table: pa.Table, partitions: int, partition: int) -> pa.Table:
+    """The rows of ``table`` whose symbol's CRC-32 falls in ``partition``."""
+    import zlib
+
+    symbols = table.column("symbol").to_pylist()
+    keep = [zlib.crc32(s.encode()) % partitions == partition for s in symbols]
+    return table.filter(pa.array(keep))
+
+
+def tagged(part: Batch) -> list[pa.RecordBatch]:
+    """A partition's micro-batch as Spark hands it to ``mapInArrow``: table rows (side 0) and
+    stream rows (side 1) in 10 000-row Arrow batches, with the pass-through's column names."""
+    o, p = part.orders, part.prices
+    stream = {
+        "side": pa.array(np.ones(o.num_rows, np.int8)),
+        "k": o["symbol"],
+        "t": o["order_ts"],
+        "order_id": o["order_id"],
+        "quantity": o["quantity"],
+        "price": pa.nulls(o.num_rows, pa.float64()),
+    }
+    table = {
+        "side": pa.array(np.zeros(p.num_rows, np.int8)),
+        "k": p["symbol"],
+        "t": p["price_ts"],
+        "order_id": pa.nulls(p.num_rows, pa.int64()),
+        "quantity": pa.nulls(p.num_rows, pa.int64()),
+        "price": p["price"],
+    }
+    both = pa.concat_tables([pa.table(table), pa.table(stream)]).combine_chunks()
+    batches: list[pa.RecordBatch] = both.to_batches(max_chunksize=10_000)
+    return batches
+
+
+def partition_function(reference: bool = False) -> Any:
+    """The join's partition function as ``asof_query`` builds it (``reference``: the pyarrow
+    path the Rust kernel replaced, ``_AsofPartitionArrow``)."""
+    from verstore.spark.joins import _AsofPartition, _AsofPartitionArrow
+
+    cls = _AsofPartitionArrow if reference else _AsofPartition
+    return cls(
+        store="bench_asof",
+        keys=["__vs_k0"],
+        stream_cols=["__vs_s0", "__vs_k0", "__vs_t", "__vs_s3"],
+        values=["__vs_v0"],
+        tie_breakers=[],
+        out_names=OUT_COLUMNS,
+        inner=False,
+    )
+
+
+def store_specs() -> dict[str, Any]:
+    from verstore.spark import _args as A
+    from verstore.spark import _runtime as R
+
+    layout = A.column_layout(
+        pa.schema([pa.field("symbol", pa.string())]), pa.schema([pa.field("price", pa.float64())])
+    )
+    return {"bench_asof": R.StoreSpec(history_retention_ms=7 * 86_400_000, columns=layout)}
+
 
 class _TimedStore:
-    """A store whose batch calls add their time to ``timings``."""
+    """A store whose batch calls add their time to ``timings``; the join's kernel calls
+    (``asof_apply``, ``asof_lookup``, which take the store itself) are timed by
+    :func:`_timed_kernels` as ``put_batch`` and ``get_batch``."""
 
     def __init__(self, store: Any, timings: dict[str, float]) -> None:
         self._store, self._timings = store, timings
@@ -379,6 +449,38 @@ class _TimedStore:
                 self._timings[name] = self._timings.get(name, 0.0) + spent
 
         return timed
+
+
+@contextmanager
+def _timed_kernels(timings: dict[str, float]) -> Iterator[None]:
+    """Within: ``verstore._core.asof_apply`` and ``asof_lookup`` (which the join imports at
+    each call) take a :class:`_TimedStore` and add their time to ``timings`` as
+    ``put_batch`` and ``get_batch``."""
+    import time
+
+    import verstore._core as core
+
+    saved = {name: getattr(core, name) for name in ("asof_apply", "asof_lookup")}
+
+    def timed(name: str, as_name: str) -> Any:
+        def call(store: Any, *args: Any, **kwargs: Any) -> Any:
+            raw = store._store if isinstance(store, _TimedStore) else store
+            started = time.perf_counter()
+            try:
+                return saved[name](raw, *args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                timings[as_name] = timings.get(as_name, 0.0) + spent
+
+        return call
+
+    setattr(core, "asof_apply", timed("asof_apply", "put_batch"))  # noqa: B010
+    setattr(core, "asof_lookup", timed("asof_lookup", "get_batch"))  # noqa: B010
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(core, name, function)
 
 
 def _kept_in_memory() -> Any:
@@ -437,60 +539,14 @@ def profile_partition(
     """
     import tempfile
     import time
-    import zlib
-    from contextlib import contextmanager
 
     import pyarrow.compute as pc
-    from verstore.spark import _args as A
     from verstore.spark import _runtime as R
     from verstore.spark._conf import TaskConf
     from verstore.spark._spill import RowBuffer, SpillArea
-    from verstore.spark.joins import _AsofPartition
 
-    def mine(table: pa.Table) -> pa.Table:
-        symbols = table.column("symbol").to_pylist()
-        keep = [zlib.crc32(s.encode()) % partitions == partition for s in symbols]
-        return table.filter(pa.array(keep))
-
-    def tagged(part: Batch) -> list[pa.RecordBatch]:
-        o, p = part.orders, part.prices
-        stream = {
-            "side": pa.array(np.ones(o.num_rows, np.int8)),
-            "k": o["symbol"],
-            "t": o["order_ts"],
-            "order_id": o["order_id"],
-            "quantity": o["quantity"],
-            "price": pa.nulls(o.num_rows, pa.float64()),
-        }
-        table = {
-            "side": pa.array(np.zeros(p.num_rows, np.int8)),
-            "k": p["symbol"],
-            "t": p["price_ts"],
-            "order_id": pa.nulls(p.num_rows, pa.int64()),
-            "quantity": pa.nulls(p.num_rows, pa.int64()),
-            "price": p["price"],
-        }
-        both = pa.concat_tables([pa.table(table), pa.table(stream)]).combine_chunks()
-        batches: list[pa.RecordBatch] = both.to_batches(max_chunksize=10_000)
-        return batches
-
-    # The join's shuffled columns (side 0 = table, 1 = stream; the key and the long time are
-    # shuffled once, see asof_join) and the pass-through's (side 0 = order).
-    join_names = ["__vs_side", "__vs_k0", "__vs_t", "__vs_s0", "__vs_s3", "__vs_v0"]
-    floor_names = ["side", "symbol", "t", "order_id", "quantity", "price"]
-    fn = _AsofPartition(
-        store="bench_asof",
-        keys=["__vs_k0"],
-        stream_cols=["__vs_s0", "__vs_k0", "__vs_t", "__vs_s3"],
-        values=["__vs_v0"],
-        tie_breakers=[],
-        out_names=OUT_COLUMNS,
-        inner=False,
-    )
-    layout = A.column_layout(
-        pa.schema([pa.field("symbol", pa.string())]), pa.schema([pa.field("price", pa.float64())])
-    )
-    specs = {"bench_asof": R.StoreSpec(history_retention_ms=7 * 86_400_000, columns=layout)}
+    fn = partition_function()
+    specs = store_specs()
     stores = _kept_in_memory() if in_memory else contextmanager(R._partition_stores)
     root = Path(tempfile.mkdtemp(prefix="verstore-profile-"))
     out = []
@@ -498,7 +554,9 @@ def profile_partition(
     outputs: dict[int, pa.Table] = {}
     try:
         for b, batch in enumerate(generate(scale)):
-            parts.append(Batch(mine(batch.orders), mine(batch.prices)))
+            parts.append(
+                Batch(*(mine(x, partitions, partition) for x in (batch.orders, batch.prices)))
+            )
             inputs = tagged(parts[-1])
             conf = TaskConf(
                 checkpoint_root=str(root / "checkpoint"),
@@ -516,11 +574,11 @@ def profile_partition(
             t0 = time.perf_counter()
             with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
                 output = RowBuffer(spill, share=0.25)
-                with stores(conf, specs, partitions, spill) as ctx:
+                with stores(conf, specs, partitions, spill) as ctx, _timed_kernels(timings):
                     t1 = time.perf_counter()
                     timed: Any = _TimedStore(ctx.store("bench_asof"), timings)
                     ctx.stores["bench_asof"] = timed
-                    for result in fn(ctx, iter(x.rename_columns(join_names) for x in inputs)):
+                    for result in fn(ctx, iter(x.rename_columns(JOIN_NAMES) for x in inputs)):
                         output.add(result)
                     t2 = time.perf_counter()
                 t3 = time.perf_counter()
@@ -529,7 +587,7 @@ def profile_partition(
             if joined:
                 outputs[b] = pa.Table.from_batches(joined)
             floor = [  # the pass-through's sides are the other way round
-                x.rename_columns(floor_names).set_column(
+                x.rename_columns(FLOOR_NAMES).set_column(
                     0, "side", pc.subtract(pa.scalar(1, pa.int8()), x.column(0))
                 )
                 for x in inputs

@@ -8,6 +8,7 @@
 //!
 //! The core knows no Python: the pyo3 glue lives in `python/` behind the `python` feature.
 
+mod asof;
 mod backend;
 mod bounded;
 mod changelog;
@@ -31,6 +32,10 @@ mod view;
 #[cfg(feature = "python")]
 mod python;
 
+pub use asof::{
+    Compacted, KernelError, MatchRule, Matches, UpdateColumns, apply_updates, compact_updates,
+    lookup,
+};
 #[doc(hidden)]
 pub use backend::faults::fail_storage_writes;
 pub use backend::rocks::RocksOptions;

@@ -630,6 +630,65 @@ def decode_rows(rows: Any, schema: pa.Schema) -> pa.RecordBatch:
         ValueError: A null row and a column of ``schema`` that is not nullable.
     """
 
+def asof_compact(
+    data: Any,
+    *,
+    side: str | None,
+    table_side: int,
+    keys: list[str],
+    time: str,
+    tie_breakers: list[str],
+    values: list[str],
+    value_prefix: bytes,
+    names: list[str],
+) -> pa.RecordBatch:
+    """The as-of join's table rows of ``data`` that can be stored, encoded (``verstore.spark``
+    internals, ``rust/asof.rs``; the GIL is released).
+
+    The rows kept are those whose ``side`` column is ``table_side`` (every row when ``side`` is
+    None), with no null in ``keys`` and ``time`` (``int64``), and ``time >= 0``. The result has
+    the columns ``names``: the sort key (the tuple encoding of ``time``, ``keys``,
+    ``tie_breakers``, ``values``), the key (of ``keys``), the time, the stored value
+    (``value_prefix`` then the encoding of ``values`` and ``tie_breakers``) and, with
+    tie-breakers, their encoding.
+
+    Raises:
+        ValueError: A named column does not exist, ``time`` is not ``int64``, ``names`` has the
+            wrong length, or the rows encode to more than 2 GiB.
+        TypeError: A column type the tuple encoding does not support.
+    """
+
+def asof_apply(store: VersionedStore, keys: Any, times: Any, values: Any) -> pa.Int64Array:
+    """Puts the last row of each run of equal (time, key) of rows sorted by time, then key, in
+    order (``verstore.spark`` internals; the GIL is released): the put return codes of the
+    rows put, as :meth:`VersionedStore.put_batch` returns them.
+
+    Raises:
+        ValueError, TypeError: As :meth:`VersionedStore.put_batch`.
+        StoreClosedError: The store is closed.
+    """
+
+def asof_lookup(
+    store: VersionedStore,
+    data: Any,
+    *,
+    keys: list[str],
+    time: str,
+    strict: bool = False,
+    tolerance_ms: int | None = None,
+) -> pa.RecordBatch:
+    """Each row of ``data`` looked up as of its ``time`` (``int64``; strictly before it with
+    ``strict``), its key the tuple encoding of ``keys`` (``verstore.spark`` internals; the GIL
+    is released): a batch of ``value``, ``valid_from`` and ``valid_to``, null where the row is
+    unmatched: a null key column or time, a lookup time before the epoch, no version, or a
+    version more than ``tolerance_ms`` older than ``time``.
+
+    Raises:
+        ValueError: A named column does not exist or ``time`` is not ``int64``.
+        TypeError: A key column type the tuple encoding does not support.
+        StoreClosedError: The store is closed.
+    """
+
 CHANGELOG_HEADER_LEN: Final[int]
 """Length of a changelog file's header (64): :func:`read_changelog_header` needs that much."""
 
@@ -718,6 +777,9 @@ __all__ = [
     "VerstoreError",
     "__version__",
     "_fail_storage_writes",
+    "asof_apply",
+    "asof_compact",
+    "asof_lookup",
     "decode_rows",
     "default_segment_interval_ms",
     "encode_rows",

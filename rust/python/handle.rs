@@ -58,6 +58,20 @@ impl<T: Send> Handle<T> {
         .map_err(to_py)
     }
 
+    /// Runs `f` on the open value with the GIL released, for calls with an error type of their
+    /// own (one that a closed handle's [`Error::Closed`] converts into).
+    pub(crate) fn detached_or<R: Send, E: Send + From<Error>>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut T) -> Result<R, E> + Send,
+    ) -> Result<R, E> {
+        py.detach(|| {
+            let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let value = guard.as_mut().ok_or(Error::Closed)?;
+            f(value)
+        })
+    }
+
     /// Takes the value out (closing the handle) and ends it with `end` without the GIL
     /// (RocksDB's shutdown joins background threads). Closing a closed handle does nothing.
     pub(crate) fn close(

@@ -16,6 +16,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
 mod arrow;
+mod asof;
 mod changelog;
 mod columns;
 mod errors;
@@ -39,6 +40,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::PyStoreStats>()?;
     m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(asof::asof_compact, m)?)?;
+    m.add_function(wrap_pyfunction!(asof::asof_apply, m)?)?;
+    m.add_function(wrap_pyfunction!(asof::asof_lookup, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_interval_ms, m)?)?;
     m.add_function(wrap_pyfunction!(_fail_storage_writes, m)?)?;
     changelog::register(m)?;

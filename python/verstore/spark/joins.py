@@ -17,7 +17,12 @@ Per micro-batch and partition (partition mode, see ``_runtime``):
 2. Every stream row of the batch is looked up with ``get_batch(keys, as_of=times)``, a chunk
    at a time.
 
-Both steps are batch calls on whole Arrow columns; no Python code runs per row.
+Both steps are batch calls on whole Arrow columns; no Python code runs per row. The encoding
+of an input chunk's table rows, the puts of a sorted chunk's winners and the lookups of a chunk
+of stream rows are one call each of the Rust kernel (``rust/asof.rs``, GIL released); the sort
+between them is :class:`ExternalSorter`'s, in bounded memory. With tie-breakers, the check
+against stored versions decodes them in Python (through the store's value codec, which reads
+every recorded layout) before the puts.
 """
 
 from __future__ import annotations
@@ -332,11 +337,8 @@ class _AsofPartition:
         updates = ExternalSorter(ctx.spill, share=0.4)
         lookups = RowBuffer(ctx.spill, share=0.2)
         for batch in batches:
-            side = batch.column(_SIDE)
-            table_rows = batch.filter(pc.equal(side, _TABLE))
-            if table_rows.num_rows:
-                updates.add(self._compact(table_rows, codec))
-            stream_rows = batch.filter(pc.equal(side, _STREAM))
+            updates.add(self._compact(batch, codec))
+            stream_rows = batch.filter(pc.equal(batch.column(_SIDE), _STREAM))
             if stream_rows.num_rows:
                 lookups.add(stream_rows.select(self._lookup_columns()))
         for chunk in kernels.whole_runs(updates.chunks(), [_ROW_TIME, _ROW_KEY]):
@@ -352,12 +354,116 @@ class _AsofPartition:
     def _stored_columns(self) -> list[str]:
         return [*self.values, *self.tie_breakers]
 
-    def _compact(self, updates: Any, codec: ValueCodec) -> Any:
-        """The updates that can be stored, as (sort key, k, t, v, b): the sort key orders by
-        (time, key, tie-breaker, value), whose runs of equal (time, key) end with the winner."""
+    def _row_names(self) -> list[str]:
+        names = [SORT_KEY, _ROW_KEY, _ROW_TIME, _ROW_VALUE]
+        return [*names, _ROW_TIE_BREAKER] if self.tie_breakers else names
+
+    def _compact(self, batch: Any, codec: ValueCodec) -> Any:
+        """The table rows of ``batch`` that can be stored, as (sort key, k, t, v, b): the sort
+        key orders by (time, key, tie-breaker, value), whose runs of equal (time, key) end
+        with the winner. One call of the Rust kernel (``rust/asof.rs``)."""
+        from verstore._core import asof_compact
+
+        return asof_compact(
+            batch,
+            side=_SIDE,
+            table_side=_TABLE,
+            keys=self.keys,
+            time=_TIME,
+            tie_breakers=self.tie_breakers,
+            values=self.values,
+            value_prefix=_value_prefix(codec),
+            names=self._row_names(),
+        )
+
+    def _apply(self, store: Any, codec: ValueCodec, chunk: Any) -> Any:
+        """Applies a chunk of updates sorted by the sort key, whose (time, key) runs are whole;
+        returns the put return codes."""
+        if not self.tie_breakers:
+            from verstore._core import asof_apply
+
+            k, t, v = (chunk.column(c) for c in (_ROW_KEY, _ROW_TIME, _ROW_VALUE))
+            return asof_apply(store, k, t, v)
+        return _apply_with_tie_breakers(self, store, codec, chunk)
+
+    def _lookup(self, store: Any, codec: ValueCodec, rows: Any) -> Any:
+        from verstore._core import asof_lookup
+
+        found = asof_lookup(
+            store,
+            rows,
+            keys=self.keys,
+            time=_TIME,
+            strict=self.strict,
+            tolerance_ms=self.tolerance_ms,
+        )
+        return self._output(codec, rows, *found.columns)
+
+    def _output(
+        self, codec: ValueCodec, rows: Any, value: Any, valid_from: Any, valid_to: Any
+    ) -> Any:
+        """The output rows: the stream's columns, the matched version's values and validity
+        (all null where unmatched; without them, with ``inner``)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        columns = [rows.column(c) for c in self.stream_cols]
+        if self.values:
+            decoded = codec.decode(value).rename_columns(self._stored_columns())
+            columns += [decoded.column(c) for c in self.values]
+        out = pa.RecordBatch.from_arrays([*columns, valid_from, valid_to], names=self.out_names)
+        if self.inner:
+            out = out.filter(pc.is_valid(value))
+        return out
+
+
+def _value_prefix(codec: ValueCodec) -> bytes:
+    """What ``ValueCodec.encode`` writes before a value's tuple encoding: nothing under a
+    lineage's first layout, ``FE ‖ layout (u16 big-endian)`` under a later one."""
+    from verstore.checkpoint.meta import EVOLVED_MARK
+
+    if codec.layout_id == 0:
+        return b""
+    return bytes([EVOLVED_MARK]) + codec.layout_id.to_bytes(2, "big")
+
+
+def _winners(chunk: Any) -> Any:
+    """The last row of each run of equal (time, key) of a sorted chunk."""
+    import pyarrow as pa
+
+    k, t = chunk.column(_ROW_KEY), chunk.column(_ROW_TIME)
+    return chunk.filter(pa.array(kernels.run_ends(kernels.run_starts([t, k]))))
+
+
+def _apply_with_tie_breakers(fn: _AsofPartition, store: Any, codec: ValueCodec, chunk: Any) -> Any:
+    """``_apply`` with tie-breakers: an update loses to a stored version at the same time with
+    a larger tie-breaker (its stored value decoded by ``codec``, whatever layout wrote it)."""
+    import pyarrow.compute as pc
+
+    winners = _winners(chunk)
+    k, t = winners.column(_ROW_KEY), winners.column(_ROW_TIME)
+    existing = store.get_batch(k, as_of=t)
+    stored = codec.decode(existing.column("value")).rename_columns(fn._stored_columns())
+    stored_b = kernels.encode(stored, fn.tie_breakers)
+    same_slot = pc.fill_null(pc.equal(existing.column("timestamp"), t), False)
+    beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_ROW_TIE_BREAKER)))
+    winners = winners.filter(pc.invert(pc.fill_null(beaten, False)))
+    return store.put_batch(
+        winners.column(_ROW_KEY), winners.column(_ROW_VALUE), winners.column(_ROW_TIME)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _AsofPartitionArrow(_AsofPartition):
+    """The partition function as it was before the Rust kernel: the same steps as chains of
+    pyarrow kernels and store batch calls. The reference the kernel is tested against
+    (``tests/test_join_kernel.py``) and measured against (``benches/asof_partition.py``)."""
+
+    def _compact(self, batch: Any, codec: ValueCodec) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        updates = batch.filter(pc.equal(batch.column(_SIDE), _TABLE))
         time = updates.column(_TIME)
         ok = pc.and_(kernels.all_valid(updates, [*self.keys, _TIME]), pc.greater_equal(time, 0))
         updates = updates.filter(pc.fill_null(ok, False))
@@ -374,22 +480,9 @@ class _AsofPartition:
         return pa.RecordBatch.from_pydict(columns)
 
     def _apply(self, store: Any, codec: ValueCodec, chunk: Any) -> Any:
-        """Applies a chunk of updates sorted by the sort key, whose (time, key) runs are whole;
-        returns the put return codes."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        k, t = chunk.column(_ROW_KEY), chunk.column(_ROW_TIME)
-        winners = chunk.filter(pa.array(kernels.run_ends(kernels.run_starts([t, k]))))
         if self.tie_breakers:
-            # an update loses to a stored version at the same time with a larger tie-breaker
-            k, t = winners.column(_ROW_KEY), winners.column(_ROW_TIME)
-            existing = store.get_batch(k, as_of=t)
-            stored = codec.decode(existing.column("value")).rename_columns(self._stored_columns())
-            stored_b = kernels.encode(stored, self.tie_breakers)
-            same_slot = pc.fill_null(pc.equal(existing.column("timestamp"), t), False)
-            beaten = pc.and_(same_slot, pc.greater(stored_b, winners.column(_ROW_TIE_BREAKER)))
-            winners = winners.filter(pc.invert(pc.fill_null(beaten, False)))
+            return _apply_with_tie_breakers(self, store, codec, chunk)
+        winners = _winners(chunk)
         return store.put_batch(
             winners.column(_ROW_KEY), winners.column(_ROW_VALUE), winners.column(_ROW_TIME)
         )
@@ -409,11 +502,4 @@ class _AsofPartition:
         value = pc.if_else(ok, found.column("value"), pa.scalar(None, pa.binary()))
         valid_from = pc.if_else(ok, found.column("timestamp"), pa.scalar(None, pa.int64()))
         valid_to = pc.if_else(ok, found.column("valid_to"), pa.scalar(None, pa.int64()))
-        columns = [rows.column(c) for c in self.stream_cols]
-        if self.values:
-            decoded = codec.decode(value).rename_columns(self._stored_columns())
-            columns += [decoded.column(c) for c in self.values]
-        out = pa.RecordBatch.from_arrays([*columns, valid_from, valid_to], names=self.out_names)
-        if self.inner:
-            out = out.filter(pc.is_valid(value))
-        return out
+        return self._output(codec, rows, value, valid_from, valid_to)
