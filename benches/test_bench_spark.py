@@ -143,3 +143,12 @@ def test_profile_partition_joins_as_the_oracle(in_memory: bool) -> None:
         assert r["task"] >= r["function"] >= r["put_batch"] + r["get_batch"] - 0.2
         if in_memory:
             assert r["commit"] < 1.0
+
+
+def test_partition_kernel_harness_runs_both_paths_alike() -> None:
+    """``python -m benches.asof_partition`` times the Rust kernel against the pyarrow path and
+    checks that every task's output is the same for both."""
+    from . import asof_partition
+
+    results = asof_partition.run(Scale(keys=300, rows=2_000, batches=3), rounds=2)
+    assert {k: len(v) for k, v in results.items()} == {"kernel": 2, "pyarrow": 2}
