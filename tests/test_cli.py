@@ -545,6 +545,7 @@ def test_spark_inspect_lists_changelogs_and_snapshots(
     table = inspect(target.uri, STORE, storage_options=target.storage_options)
     assert table.column_names == [
         "lineage",
+        "partitioning",
         "partition",
         "version",
         "kind",
