@@ -173,8 +173,8 @@ pub struct Matches {
 
 /// Looks the rows of `batch` up as of the `time` column (see the module doc).
 ///
-/// Times are subtracted as pyarrow's `subtract` does, wrapping on overflow: the kernel gives
-/// the same answers as the pyarrow path it replaces, bit for bit.
+/// A row whose time is negative (or, strictly, below 1) matches nothing: there is no version
+/// before time 0.
 ///
 /// # Errors
 /// [`KernelError::Unsupported`] for a key column the tuple encoding cannot encode; the store's
@@ -192,7 +192,13 @@ pub fn lookup(
     let mut as_of = Vec::with_capacity(batch.num_rows());
     for (i, ok) in ok.iter_mut().enumerate() {
         let t = times.value(i);
-        let at = if rule.strict { t.wrapping_sub(1) } else { t };
+        // `checked_sub`: i64::MIN - 1 must not wrap around to a time after every version.
+        let at = if rule.strict {
+            t.checked_sub(1)
+        } else {
+            Some(t)
+        };
+        let at = at.filter(|&at| at >= 0).unwrap_or(-1);
         *ok = *ok && times.is_valid(i) && at >= 0;
         if *ok {
             as_of.push(at);
@@ -527,11 +533,20 @@ mod tests {
             tolerance_ms: Some(4),
         };
         let got = lookup(&s, &rows, &[0], 1, strict).expect("lookup");
-        // 20 strictly: the version at 10, 10 ms old: beyond the tolerance. i64::MIN - 1 wraps
-        // (as pyarrow's subtract does), and its match is then too old.
+        // 20 strictly: the version at 10, 10 ms old: beyond the tolerance. i64::MIN strictly
+        // matches nothing (no wrap to i64::MAX).
         assert_eq!(
             got.valid_from.iter().collect::<Vec<_>>(),
             [None, None, None, None, None]
+        );
+        let strict_only = MatchRule {
+            strict: true,
+            tolerance_ms: None,
+        };
+        let got = lookup(&s, &rows, &[0], 1, strict_only).expect("lookup");
+        assert!(
+            got.valid_from.is_null(4),
+            "i64::MIN strictly matched {got:?}"
         );
     }
 }

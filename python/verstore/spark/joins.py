@@ -493,8 +493,9 @@ class _AsofPartitionArrow(_AsofPartition):
 
         ok = pc.fill_null(kernels.all_valid(rows, [*self.keys, _TIME]), False)
         time = rows.column(_TIME)
+        # No version is before time 0; compared before subtracting, which would wrap at -2**63.
+        ok = pc.and_(ok, pc.fill_null(pc.greater_equal(time, 1 if self.strict else 0), False))
         as_of = pc.subtract(time, 1) if self.strict else time
-        ok = pc.and_(ok, pc.fill_null(pc.greater_equal(as_of, 0), False))
         found = store.get_batch(kernels.encode(rows, self.keys), as_of=pc.if_else(ok, as_of, 0))
         if self.tolerance_ms is not None:
             fresh = pc.less_equal(pc.subtract(time, found.column("timestamp")), self.tolerance_ms)
