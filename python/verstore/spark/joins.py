@@ -103,8 +103,9 @@ def asof_join(
       ``allow_exact_matches=False``: only versions that took effect strictly before the
       row's time match (at millisecond resolution).
     * The store (``store``, in the checkpoint root set by :func:`verstore.spark.configure`)
-      and ``num_partitions`` are fixed for the life of the query's checkpoint: use a distinct
-      ``store`` name for each as-of join of one checkpoint root.
+      is the query's for the life of its checkpoint: use a distinct ``store`` name for each
+      as-of join of one checkpoint root. ``num_partitions`` changes only through
+      :func:`verstore.spark.repartition_store`, with the query stopped.
 
     Args:
         stream: The streaming DataFrame of events to enrich.
