@@ -1,8 +1,8 @@
 """What the store metrics in the query progress cost ``asof_join``, in one SparkSession.
 
 ``python -m benches.spark_metrics_cost [--keys K] [--rounds N]`` runs the workload of
-``spark_asof.py`` (``K`` keys, ``6 K`` orders per micro-batch, 4 micro-batches (``--batches``), 4 partitions on
-``local[2]``) with the progress metrics on (the default) and off
+``spark_asof.py`` (``K`` keys, ``6 K`` orders per micro-batch, 4 micro-batches
+(``--batches``), 4 partitions on ``local[2]``) with the progress metrics on (the default) and off
 (``configure(progress_metrics=False)``) and, for comparison, on with the earlier design of the
 observed metrics (``sums``: one ``sum`` per metric, 15 aggregates, where verstore now observes
 one ``collect_list``), rotating the order every round after one untimed run of each, and
