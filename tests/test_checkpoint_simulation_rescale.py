@@ -273,25 +273,7 @@ class Simulation(RuleBasedStateMachine):
         plan = steps.plan(self.location, STORE, LINEAGE, self.batch, count)
         if plan is None:
             return False
-        steps.mark_sources(self.location, plan)
-        routed: dict[int, list[Any]] = {p: [] for p in range(count)}
-        scratch = str(self.dir / "scratch")
-        for p in plan.source.partitions(plan.files(self.location)):
-            local = scratch
-            with steps.read_source(self.location, plan, p, local) as (stream_time, scan):
-                for b in scan:
-                    for row in zip(*(c.to_pylist() for c in b.columns), strict=True):
-                        routed[route(row[0], count)].append((*row, stream_time))
-        for p, rows in routed.items():
-            rows.sort(key=lambda r: r[2])
-            types = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
-            table = pa.table(
-                [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
-                names=["key", "value", "timestamp", "stream_time"],
-            )
-            local = scratch
-            steps.write_target(self.location, plan, p, local, table.to_batches())
-        steps.publish(self.location, plan)
+        steps.run_in_process(self.location, plan, route, str(self.dir / "scratch"))
         return True
 
     @rule()

@@ -18,7 +18,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 import verstore
 from verstore.checkpoint import PartitionStore, faults
@@ -93,27 +92,8 @@ def repartition(root: Path, version: int, n: int) -> steps.Plan:
     location = Location.resolve(str(root))
     plan = steps.plan(location, STORE, LINEAGE, version, n)
     assert plan is not None
-    steps.mark_sources(location, plan)
-    routed: dict[int, list[Any]] = {p: [] for p in range(n)}
-    for p in plan.source.partitions(plan.files(location)):
-        scratch = str(root.parent / "scratch")
-        with steps.read_source(location, plan, p, scratch) as (stream_time, scan):
-            for batch in scan:
-                for key, value, t in zip(*(c.to_pylist() for c in batch.columns), strict=True):
-                    routed[route(key, n)].append((key, value, t, stream_time))
-    for p, rows in routed.items():
-        rows.sort(key=lambda r: r[2])
-        table = pa.table(
-            [pa.array([r[i] for r in rows], t) for i, t in enumerate(ROW_TYPES)],
-            names=["key", "value", "timestamp", "stream_time"],
-        )
-        scratch = str(root.parent / "scratch")
-        steps.write_target(location, plan, p, scratch, table.to_batches())
-    steps.publish(location, plan)
+    steps.run_in_process(location, plan, route, str(root.parent / "scratch"))
     return plan
-
-
-ROW_TYPES = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
 
 
 def expected(batches: list[Any], n: int) -> dict[bytes, Any]:
