@@ -21,7 +21,7 @@ version) and what each version reads. Two stores:
   3-4 with a column added, two widened and one dropped (``_columns-1.json``, marked values).
 * ``moved``: typed columns repartitioned: versions 1-3 on two partitions, then moved to three
   at version 3 (``_partitioning-1.json``, changelogs of format 2 with their stream-time
-  record), versions 4-5 on three; keys routed by the CRC-32 of their bytes.
+  record), versions 4-5 on three; keys routed by the CRC-32 of their stored bytes.
 """
 
 from __future__ import annotations
@@ -318,16 +318,16 @@ def moved_rows(rng: random.Random, version: int) -> list[dict[str, Any]]:
 
 
 def moved_put(root: Path, scratch: Path, version: int, rows: list[dict[str, Any]]) -> None:
-    """Micro-batch ``version - 1`` of the ``moved`` store: each partition its keys' rows."""
-    import zlib
-
+    """Micro-batch ``version - 1`` of the ``moved`` store: each partition its keys' rows,
+    routed as the repartition routes them (:func:`moved_route`)."""
     import pyarrow as pa
     from verstore.checkpoint.values import ValueCodec
 
     layout, count = moved_layout(), moved_count(version)
     key_schema, value_schema = layout.schemas()
+    encoded = encode_rows(pa.RecordBatch.from_pylist(rows, schema=key_schema)).to_pylist()
     for p in range(count):
-        mine = [r for r in rows if zlib.crc32(r["sym"].encode()) % count == p]
+        mine = [r for r, k in zip(rows, encoded, strict=True) if moved_route(k, count) == p]
         part = open_partition(
             root, "moved", p, version - 1, scratch / f"moved-{p}",
             columns=layout, num_partitions=count,
@@ -356,36 +356,23 @@ def moved_reads(root: Path, version: int) -> dict[str, Any]:
     return {"latest": rows(False), "history": rows(True)}
 
 
-def move(root: Path, scratch: Path, version: int, count: int) -> None:
-    """The ``moved`` store repartitioned at ``version`` (``verstore.spark.repartition_store``'s
-    steps, keys routed by the CRC-32 of their bytes)."""
+def moved_route(key: bytes, count: int) -> int:
+    """The ``moved`` store's partition of a stored (tuple-encoded) key."""
     import zlib
 
-    import pyarrow as pa
+    return zlib.crc32(key) % count
+
+
+def move(root: Path, scratch: Path, version: int, count: int) -> None:
+    """The ``moved`` store repartitioned at ``version`` (the steps of
+    ``verstore.spark.repartition_store``, keys routed by :func:`moved_route`)."""
     from verstore.checkpoint import repartition as steps
     from verstore.location import Location
 
     location = Location.resolve(str(root))
     plan = steps.plan(location, "moved", LINEAGE, version, count)
     assert plan is not None
-    steps.mark_sources(location, plan)
-    routed: dict[int, list[Any]] = {p: [] for p in range(count)}
-    for p in plan.source.partitions(plan.files(location)):
-        local = str(scratch)
-        with steps.read_source(location, plan, p, local) as (stream_time, scan):
-            for batch in scan:
-                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
-                    routed[zlib.crc32(row[0]) % count].append((*row, stream_time))
-    types = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
-    for p, found in routed.items():
-        found.sort(key=lambda r: r[2])
-        table = pa.table(
-            [pa.array([r[i] for r in found], t) for i, t in enumerate(types)],
-            names=["key", "value", "timestamp", "stream_time"],
-        )
-        local = str(scratch)
-        steps.write_target(location, plan, p, local, table.to_batches())
-    steps.publish(location, plan)
+    steps.run_in_process(location, plan, moved_route, str(scratch))
 
 
 def write_moved(root: Path, scratch: Path) -> dict[str, Any]:
