@@ -6,12 +6,17 @@ blob empty before committing its blocks)."""
 
 from __future__ import annotations
 
+import re
+import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
 from verstore.location import TMP_MARK, Location
+
+pytest_plugins = ["checkpoint_helpers"]
 
 
 class Recording(pafs.FileSystemHandler):
@@ -106,3 +111,36 @@ def test_which_filesystems_upload_atomically(tmp_path: Path) -> None:
     assert not Location.resolve(str(tmp_path)).atomic_put
     if hasattr(pafs, "GcsFileSystem"):
         assert Location(pafs.GcsFileSystem(anonymous=True), "bucket").atomic_put
+
+
+def _object_keys(s3_server: dict[str, Any], prefix: str) -> list[str]:
+    """Every key under ``prefix`` as the S3 API lists it (unsigned: moto does not check)."""
+    url = f"http://{s3_server['endpoint_override']}/bucket?list-type=2&prefix={prefix}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return sorted(re.findall(r"<Key>([^<]*)</Key>", answer.read().decode()))
+
+
+def test_object_storage_writes_no_directory_markers(s3_server: dict[str, Any]) -> None:
+    """A directory on S3 is a key prefix: a write creates its file, not an empty ``dir/`` object
+    per level (a bucket check and one request each, before every file), and leaves no temporary
+    copy, while reads and listings still see the directories."""
+    prefix = uuid.uuid4().hex
+    loc = Location.resolve(f"s3://bucket/{prefix}", s3_server)
+    changelog = loc.path("s", "q=a", "p=0", "1.changelog")
+    loc.write_new(changelog, b"changelog bytes")
+    sst = loc.path("s", "q=a", "p=0", "SSTs", "1-abc.sst")
+    local = Path(__file__)
+    loc.upload(str(local), sst)
+    keys = _object_keys(s3_server, prefix)
+    files = [k for k in keys if not k.endswith("/")]
+    assert files == [f"{prefix}/s/q=a/p=0/1.changelog", f"{prefix}/s/q=a/p=0/SSTs/1-abc.sst"]
+    # At most the marker of the file's own directory: pyarrow puts one back when the temporary
+    # copy beside the file is deleted, once per directory.
+    assert set(keys) - set(files) <= {f"{prefix}/s/q=a/p=0/"}
+    assert loc.read_bytes(changelog) == b"changelog bytes"
+    assert loc.read_bytes(sst) == local.read_bytes()
+    assert sorted(i.base_name for i in loc.list(loc.path("s", "q=a", "p=0"))) == [
+        "1.changelog",
+        "SSTs",
+    ]
+    assert loc.exists(loc.path("s", "q=a")) and not loc.exists(loc.path("s", "q=b"))

@@ -214,7 +214,13 @@ class Location:
 
     def _create_dir(self, path: str) -> None:
         """Creates ``path`` and its missing parents; on a local disk, syncs each new directory's
-        entry into its parent (a durable file in a directory a crash forgot is lost too)."""
+        entry into its parent (a durable file in a directory a crash forgot is lost too).
+
+        On S3 and GCS, nothing: a directory there is only a key prefix, and creating one writes an
+        empty marker object per level after a bucket check, six requests before every file a
+        commit writes, which reads and listings do not need."""
+        if self.atomic_put:
+            return
         if not self._local:
             self.filesystem.create_dir(path, recursive=True)
             return
