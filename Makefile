@@ -145,11 +145,15 @@ py-test: develop java-check
 
 # The declared minimums, tested: the non-Spark suite (spill and kernels included) on the lowest
 # pyarrow, and Spark smoke tests on the lowest pyspark and pandas. Left out of the suite: the
-# checkpoint crash simulations (minutes of process kills that exercise the protocol, not the
-# dependencies; py-test runs them) and one test whose pyarrow oracle sorts with per-key null
-# placement, which pyarrow has only from 24.
+# checkpoint crash simulations and the protocol's fault, cleanup and hostile-file matrices
+# (minutes of process kills and storage faults that exercise the protocol, not the dependencies:
+# their calls into pyarrow's filesystems are the ones test_checkpoint.py and
+# test_storage_faults_checkpoint.py make on local disk and S3 here; test-core runs them), and one
+# test whose pyarrow oracle sorts with per-key null placement, which pyarrow has only from 24.
+PROTOCOL_MATRICES := tests/test_checkpoint_faults.py tests/test_checkpoint_cleanup.py \
+  tests/test_checkpoint_hostile.py tests/test_crash.py
 MIN_SUITE := -m 'not spark' \
-  $(addprefix --ignore=,$(SIMULATIONS)) \
+  $(addprefix --ignore=,$(SIMULATIONS) $(PROTOCOL_MATRICES)) \
   --deselect=tests/test_columns.py::test_encoding_preserves_pyarrow_order
 # Each public Spark helper once, end to end: as-of join, latest-by-timestamp,
 # transformWithStateInPandas, read_store, the progress metrics.

@@ -20,6 +20,11 @@ import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# The driver JVMs of these tests (this session's, a Connect server's, the job subprocesses') live
+# for a minute or two: C2's compilations never pay back in that time and took 40% of their CPU.
+# spark-submit passes SPARK_SUBMIT_OPTS to the driver JVM; nothing the tests check depends on the
+# JIT or the collector. Benchmarks (benches/) keep the JVM's defaults, as users run it.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 #: Whether this test session runs on Spark Connect.
 CONNECT = os.environ.get("VERSTORE_SPARK_CONNECT") == "1"

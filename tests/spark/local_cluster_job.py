@@ -45,6 +45,8 @@ def main(work: Path, environment: Path | None) -> None:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(work / "spark-local"))
         .config("spark.task.maxFailures", "1")
+        # Short-lived executors, as the driver (SPARK_SUBMIT_OPTS, tests/spark/conftest.py).
+        .config("spark.executor.extraJavaOptions", os.environ.get("SPARK_SUBMIT_OPTS", ""))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
