@@ -13,10 +13,8 @@ prints each round's rows/s and the medians. Every run is checked against the
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +22,6 @@ from . import spark_asof
 from .spark_asof import Scale
 
 MODES = ("on", "off", "sums")
-
-
-def session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def _sums_observed(df: Any, name: str) -> Any:
@@ -90,7 +70,7 @@ def main() -> None:
     shutil.rmtree(args.work, ignore_errors=True)
     batches = spark_asof.generate(Scale(keys=args.keys, rows=6 * args.keys, batches=args.batches))
     spark_asof.write_inputs(batches, args.work / "data")
-    spark = session()
+    spark = spark_asof.session(4, "2g")
     for mode in MODES:
         run(spark, mode, args.work, batches)
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
