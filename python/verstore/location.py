@@ -63,6 +63,18 @@ def _copy_file_into(local_path: str, out: Any) -> None:
         shutil.copyfileobj(source, out, 1 << 20)
 
 
+def _s3_filesystem(options: dict[str, Any]) -> pafs.S3FileSystem:
+    """An S3 filesystem that, unless told otherwise, opens uploads lazily: a small file is then
+    one PutObject instead of a multipart upload's three requests (create, part, complete).
+    pyarrow before 21 has no such option and keeps the multipart upload."""
+    if "allow_delayed_open" not in options:
+        try:
+            return pafs.S3FileSystem(**options, allow_delayed_open=True)
+        except TypeError:  # an older pyarrow; a bad option raises again below
+            pass
+    return pafs.S3FileSystem(**options)
+
+
 @dataclass(frozen=True)
 class Location:
     """A root directory on a filesystem."""
@@ -93,7 +105,7 @@ class Location:
         if scheme == "file":
             return Location(pafs.LocalFileSystem(), "/" + rest.lstrip("/"), uri)
         if scheme in ("s3", "s3a"):
-            return Location(pafs.S3FileSystem(**options), rest, uri)
+            return Location(_s3_filesystem(options), rest, uri)
         if scheme in ("gs", "gcs"):
             return Location(pafs.GcsFileSystem(**options), rest, uri)
         if scheme in ("abfs", "abfss", "az"):
