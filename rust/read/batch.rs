@@ -1,6 +1,10 @@
 //! Batch reads: [`latest`](super::latest) or [`as_of`](super::as_of) for many keys at once,
 //! one sorted `MultiGet` of the latest-value entries, then one per round of row lookups.
 
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
 use super::columns::RecordColumns;
 use super::{AsOf, Probe, Step, row_location};
 use crate::error::Result;
@@ -66,23 +70,28 @@ struct BatchRead<'k> {
 impl<'k> BatchRead<'k> {
     fn new(keys: &[&'k [u8]]) -> Self {
         let n = keys.len();
-        // Sorted by a 16-byte integer prefix first: most comparisons end there, in registers.
-        let mut order: Vec<((u64, u64), usize)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (sort_prefix(k), i))
-            .collect();
-        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(keys[b.1])));
-        let rows: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
-        let mut unique: Vec<&[u8]> = Vec::new();
-        let mut first: Vec<usize> = Vec::new();
-        for (position, &row) in rows.iter().enumerate() {
-            if unique.last() != Some(&keys[row]) {
-                unique.push(keys[row]);
-                first.push(position);
-            }
+        let (distinct, key_of_row) = distinct_keys(keys);
+        let order = key_order(&distinct);
+        let mut rank = vec![0; distinct.len()];
+        for (position, &d) in order.iter().enumerate() {
+            rank[d] = position;
         }
-        first.push(n);
+        let unique: Vec<&[u8]> = order.iter().map(|&d| distinct[d]).collect();
+        // A counting sort of the rows by their key's rank: rows of one key stay in row order.
+        let mut first = vec![0; unique.len() + 1];
+        for &d in &key_of_row {
+            first[rank[d] + 1] += 1;
+        }
+        for u in 0..unique.len() {
+            first[u + 1] += first[u];
+        }
+        let mut next = first.clone();
+        let mut rows = vec![0; n];
+        for (row, &d) in key_of_row.iter().enumerate() {
+            let slot = &mut next[rank[d]];
+            rows[*slot] = row;
+            *slot += 1;
+        }
         Self {
             unique,
             rows,
@@ -237,6 +246,44 @@ impl<'k> BatchRead<'k> {
     }
 }
 
+/// The distinct keys of `keys` in order of first appearance, and each row's index among them.
+/// Found by hashing: a batch reads each key several times, and sorting every row (rather than
+/// each key once) was a sixth of a batch read.
+fn distinct_keys<'k>(keys: &[&'k [u8]]) -> (Vec<&'k [u8]>, Vec<usize>) {
+    let hasher = foldhash::fast::RandomState::default();
+    let mut seen: HashTable<usize> = HashTable::new();
+    let mut distinct: Vec<&[u8]> = Vec::new();
+    let key_of_row = keys
+        .iter()
+        .map(|&key| {
+            let hash = hasher.hash_one(key);
+            if let Some(&d) = seen.find(hash, |&d| distinct[d] == key) {
+                return d;
+            }
+            let d = distinct.len();
+            distinct.push(key);
+            seen.insert_unique(hash, d, |&d| hasher.hash_one(distinct[d]));
+            d
+        })
+        .collect();
+    (distinct, key_of_row)
+}
+
+/// The indices of `keys` (distinct) in key order; no sort when they already are in order.
+fn key_order(keys: &[&[u8]]) -> Vec<usize> {
+    if keys.is_sorted() {
+        return (0..keys.len()).collect();
+    }
+    // Sorted by a 16-byte integer prefix first: most comparisons end there, in registers.
+    let mut order: Vec<((u64, u64), usize)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (sort_prefix(k), i))
+        .collect();
+    order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(keys[b.1])));
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
 /// [`latest`] or [`as_of`] for every key of a batch, in row order.
 pub(crate) fn batch(
     reader: Reader<'_>,
@@ -250,4 +297,26 @@ pub(crate) fn batch(
         read.read_rows(reader, state)?;
     }
     Ok(read.columns())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BatchRead;
+
+    #[test]
+    fn rows_are_grouped_by_distinct_key_in_key_order() {
+        let keys: Vec<&[u8]> = vec![b"b", b"a", b"b", b"c", b"a", b"b"];
+        let read = BatchRead::new(&keys);
+        assert_eq!(read.unique, [&b"a"[..], b"b", b"c"]);
+        assert_eq!(read.first, [0, 2, 5, 6]);
+        // Within a key, rows keep their order.
+        assert_eq!(read.rows, [1, 4, 0, 2, 5, 3]);
+        let sorted: Vec<&[u8]> = vec![b"a", b"a", b"b"];
+        let read = BatchRead::new(&sorted);
+        assert_eq!(read.unique, [&b"a"[..], b"b"]);
+        assert_eq!(read.rows, [0, 1, 2]);
+        let empty = BatchRead::new(&[]);
+        assert!(empty.unique.is_empty());
+        assert_eq!(empty.first, [0]);
+    }
 }
