@@ -94,11 +94,14 @@ impl std::fmt::Display for VersionedStore {
 
 impl VersionedStore {
     /// An in-memory store as one byte string (`format/history.rs`): what `GroupHistory`
-    /// keeps in a host's state.
+    /// keeps in a host's state. Writes the store's write buffer to its maps first.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a persistent store.
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+    pub fn to_bytes(&mut self) -> Result<Vec<u8>> {
+        if self.path.is_none() {
+            self.write_buffer()?;
+        }
         let entries = self
             .backend
             .export()

@@ -9,7 +9,8 @@
 //! (`write_set.rs`) when it has grown past its bound, on `flush`, on `checkpoint` and on close.
 //! Reads see it first. Without a write-ahead log nothing written since the last flush survives
 //! a crash either way, so the buffer loses no guarantee; with the log on, every call is written
-//! before it returns.
+//! before it returns. An in-memory store keeps a write buffer too (there is no crash to
+//! survive), written to its maps the same way, and before `to_bytes` and `stats`.
 
 use crate::backend::Visit;
 use crate::error::Result;
@@ -29,8 +30,9 @@ pub(crate) enum ReadPlan<'a> {
     Below,
     /// Row appends go on top of the value below (`read_with` reads it and merges them in).
     AppendsOnStored(&'a [u8]),
-    /// The overlay has the answer: a pending write, or a dropped segment.
-    Answered,
+    /// The overlay has the answer: a pending write, or (`None`) a dropped segment. The
+    /// answer is read from the plan ([`Overlay::answer`]) without a second lookup.
+    Answered(Option<&'a Pending>),
 }
 
 /// Writes not yet in the backend: per key a replacement value and row appends, the segments
@@ -128,8 +130,8 @@ impl Overlay {
             Some(p) if matches!(p.base, Base::Stored) && !p.appends.is_empty() => {
                 ReadPlan::AppendsOnStored(&p.appends)
             }
-            Some(_) => ReadPlan::Answered,
-            None if self.is_dropped(key) => ReadPlan::Answered,
+            Some(p) => ReadPlan::Answered(Some(p)),
+            None if self.is_dropped(key) => ReadPlan::Answered(None),
             None => ReadPlan::Below,
         }
     }
@@ -229,6 +231,31 @@ impl Overlay {
             }
             return lower.read_with(key, visit);
         };
+        self.read_pending(key, pending, lower, visit)
+    }
+
+    /// The read of `key` that a plan found [`ReadPlan::Answered`], over `lower`.
+    pub(crate) fn answer(
+        &self,
+        key: &[u8],
+        answered: Option<&Pending>,
+        lower: &(impl ReadClient + ?Sized),
+        visit: &mut Visit<'_>,
+    ) -> Result<()> {
+        match answered {
+            Some(pending) => self.read_pending(key, pending, lower, visit),
+            None => visit(None),
+        }
+    }
+
+    /// `key`'s value as seen through its `pending` write over `lower`.
+    fn read_pending(
+        &self,
+        key: &[u8],
+        pending: &Pending,
+        lower: &(impl ReadClient + ?Sized),
+        visit: &mut Visit<'_>,
+    ) -> Result<()> {
         let appends = std::iter::once(&pending.appends[..]);
         match (&pending.base, pending.appends.is_empty()) {
             (Base::Stored, true) => {

@@ -17,7 +17,7 @@ pub(super) enum Base {
 }
 
 #[derive(Debug)]
-pub(super) struct Pending {
+pub(crate) struct Pending {
     pub(super) base: Base,
     /// Row appends on top of `base`, concatenated.
     pub(super) appends: Vec<u8>,

@@ -49,7 +49,7 @@ impl PyGroupHistory {
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = self.store.inner.detached(py, |s| s.to_bytes())?;
+        let bytes = self.store.inner.detached(py, VersionedStore::to_bytes)?;
         Ok(PyBytes::new(py, &bytes))
     }
 

@@ -112,7 +112,7 @@ impl PyVersionedStore {
 
     fn stats(&self, py: Python<'_>) -> PyResult<PyStoreStats> {
         self.inner
-            .detached(py, |s| s.stats())
+            .detached(py, VersionedStore::stats)
             .map(PyStoreStats::from)
     }
 }

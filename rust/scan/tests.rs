@@ -371,7 +371,7 @@ fn closing_the_store_ends_its_scans() {
         // The directory is free again: the scans' threads let go of RocksDB.
         if backing != Backing::Memory {
             sut.reopen();
-            assert_eq!(sut.store().stats().expect("stats").latest_keys, 20);
+            assert_eq!(sut.store_mut().stats().expect("stats").latest_keys, 20);
         }
     }
 }
@@ -491,7 +491,7 @@ fn latest_key_count_is_kept_and_counted_for_older_stores() {
         ))
         .expect("delete");
     }
-    let store = VersionedStore::open(dir.path(), cfg).expect("open");
+    let mut store = VersionedStore::open(dir.path(), cfg).expect("open");
     assert_eq!(store.stats().expect("stats").latest_keys, 2);
 }
 

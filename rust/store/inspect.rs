@@ -67,10 +67,15 @@ impl VersionedStore {
     /// The store's size and memory use; cheap (RocksDB properties and counters kept by the
     /// store), meant to be read after every micro-batch.
     ///
+    /// An in-memory store's counts are exact: its write buffer is written to its maps first.
+    ///
     /// # Errors
     /// Storage errors reading RocksDB's properties or the directory.
-    pub fn stats(&self) -> Result<StoreStats> {
+    pub fn stats(&mut self) -> Result<StoreStats> {
         self.check_usable()?;
+        if self.path.is_none() {
+            self.write_buffer()?;
+        }
         Ok(StoreStats::new(
             self.backend.usage()?,
             self.state.latest_keys,

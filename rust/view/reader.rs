@@ -43,8 +43,8 @@ impl<'a> Reader<'a> {
                     appends.push(Some(pending));
                     continue;
                 }
-                Some((buffer, ReadPlan::Answered)) => {
-                    buffer.read_with(key, &self.stored, &mut |value| visit(i, value))?;
+                Some((buffer, ReadPlan::Answered(answered))) => {
+                    buffer.answer(key, answered, &self.stored, &mut |value| visit(i, value))?;
                     continue;
                 }
                 Some((_, ReadPlan::Below)) | None => {}

@@ -100,7 +100,7 @@ fn a_failed_write_buffer_write_leaves_the_store_failed_until_reopened() {
 
     // Reopened, the store holds what storage holds: the flushed keys, none of the lost ones,
     // and a stream time that counts only those.
-    let store = reopen_without_log(dir.path());
+    let mut store = reopen_without_log(dir.path());
     assert!(store.get(&key(999)).expect("get").is_some());
     assert_eq!(store.observed_stream_time(), 999);
     assert!(store.get(&key(1_000)).expect("get").is_none());
@@ -126,7 +126,7 @@ fn close_without_a_log_makes_every_acknowledged_write_durable() {
     let store = filled_without_log(dir.path(), 3_000);
     store.close().expect("close");
     // No write-ahead log: only SST files can hold them now.
-    let store = reopen_without_log(dir.path());
+    let mut store = reopen_without_log(dir.path());
     assert_eq!(store.stats().expect("stats").latest_keys, 3_000);
     assert!(store.get(&key(2_999)).expect("get").is_some());
 }
@@ -148,7 +148,7 @@ fn with_the_log_a_failed_write_fails_only_its_own_call() {
     assert_eq!(store.observed_stream_time(), 499);
     assert_eq!(put_keys(&mut store, 500, 100).0, 100);
     store.close().expect("close");
-    let store = VersionedStore::open(dir.path(), config).expect("reopen");
+    let mut store = VersionedStore::open(dir.path(), config).expect("reopen");
     assert_eq!(store.stats().expect("stats").latest_keys, 600);
 }
 

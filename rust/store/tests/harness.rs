@@ -4,6 +4,7 @@
 use crate::format::key::{LATEST_SEGMENT, storage_key};
 use crate::format::segment_value::SegmentRow;
 use crate::record::VALID_TO_UNDEFINED;
+use crate::view::read_map;
 use crate::{ResultOrder, StoreConfig, VersionedRecord, VersionedStore};
 
 /// History retention of Kafka's `RocksDBVersionedStoreTest` (also its grace period).
@@ -152,13 +153,18 @@ impl Check {
         self.versions(key, None, None, ASC, &oldest_first);
     }
 
-    /// The decoded row of `key` in `segment`, read straight from the backend.
+    /// What storage holds under `key`: the backend's bytes under the store's write buffer
+    /// (an in-memory store keeps one), as the store's own reads see them.
+    fn stored(&self, key: &[u8]) -> Option<Vec<u8>> {
+        read_map(&self.store.reader(), key, |bytes| {
+            Ok(bytes.map(<[u8]>::to_vec))
+        })
+        .expect("storage read")
+    }
+
+    /// The decoded row of `key` in `segment`, as storage holds it.
     pub(super) fn row(&self, segment: i64, key: &str) -> Option<Row> {
-        let bytes = self
-            .store
-            .backend
-            .get(&storage_key(segment, key.as_bytes()))
-            .expect("backend get")?;
+        let bytes = self.stored(&storage_key(segment, key.as_bytes()))?;
         let row =
             SegmentRow::decode(&bytes, &|| format!("segment {segment}")).expect("row decodes");
         let entries = row
@@ -188,10 +194,7 @@ impl Check {
 
     /// Whether the latest-value store holds an entry for `key`.
     pub(super) fn has_latest(&self, key: &str) -> bool {
-        self.store
-            .backend
-            .get(&storage_key(LATEST_SEGMENT, key.as_bytes()))
-            .expect("backend get")
+        self.stored(&storage_key(LATEST_SEGMENT, key.as_bytes()))
             .is_some()
     }
 }

@@ -318,7 +318,7 @@ fn deferred_metadata_is_settled_on_close_and_recomputed_after_a_crash() {
     store.delete(b"a", 450).expect("delete");
     store.put(b"b", Some(b"3"), 30).expect("late put");
     store.abandon();
-    let store = VersionedStore::open(dir.path(), config).expect("open after a crash");
+    let mut store = VersionedStore::open(dir.path(), config).expect("open after a crash");
     assert_eq!(store.observed_stream_time(), 450);
     assert_eq!(store.stats().expect("stats").latest_keys, 1);
     assert_eq!(store.get(b"b").expect("get"), Some(record("3", 30, U)));
@@ -403,7 +403,7 @@ fn a_call_that_panics_half_way_keeps_what_earlier_calls_wrote() {
         store.put(b"a", Some(b"1"), 10).expect("put");
         store.put(b"a", Some(b"2"), 20).expect("put");
         store.put(b"b", Some(b"x"), 15).expect("put");
-        let check = |store: &VersionedStore| {
+        let check = |store: &mut VersionedStore| {
             assert_eq!(store.observed_stream_time(), 20, "{backing:?}");
             assert_eq!(
                 store.get(b"a").expect("get"),
@@ -434,8 +434,8 @@ fn a_call_that_panics_half_way_keeps_what_earlier_calls_wrote() {
             outcome.is_err(),
             "{backing:?}: the injected panic did not happen"
         );
-        check(sut.store());
+        check(sut.store_mut());
         sut.reopen();
-        check(sut.store());
+        check(sut.store_mut());
     }
 }

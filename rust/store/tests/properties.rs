@@ -180,9 +180,9 @@ pub(super) fn apply(
             Ok(Vec::new())
         }
         Op::Crash => {
-            let count = |sut: &Sut| {
+            let count = |sut: &mut Sut| {
                 let stats = sut
-                    .store()
+                    .store_mut()
                     .stats()
                     .map_err(|e| TestCaseError::fail(err(e)))?;
                 Ok::<_, TestCaseError>(stats.latest_keys)
@@ -216,7 +216,7 @@ fn failing_batch(
         .collect();
     let grace = sut.store().config().grace_period_ms();
     let keys_before = sut
-        .store()
+        .store_mut()
         .stats()
         .map_err(|e| TestCaseError::fail(err(e)))?
         .latest_keys;
@@ -260,7 +260,7 @@ fn failing_batch(
             "stream time after a failed call"
         );
         let keys_after = sut
-            .store()
+            .store_mut()
             .stats()
             .map_err(|e| TestCaseError::fail(err(e)))?
             .latest_keys;
