@@ -155,14 +155,14 @@ mod tests {
     fn backend_with(keys: u64) -> crate::backend::memory::MemoryBackend {
         crate::backend::memory::MemoryBackend::from_entries((0..keys).map(|i| {
             (
-                crate::format::key::storage_key(LATEST_SEGMENT, &i.to_be_bytes()),
+                crate::format::key::storage_key(LATEST_SEGMENT, &i.to_be_bytes()).into_vec(),
                 i.to_be_bytes().to_vec(),
             )
         }))
     }
 
     fn latest(i: u64) -> Vec<u8> {
-        crate::format::key::storage_key(LATEST_SEGMENT, &i.to_be_bytes())
+        crate::format::key::storage_key(LATEST_SEGMENT, &i.to_be_bytes()).into_vec()
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! the same timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
 
 use crate::error::{Error, Result};
-use crate::format::key::{LATEST_SEGMENT, storage_key};
+use crate::format::key::{LATEST_SEGMENT, StorageKey, storage_key};
 use crate::format::latest_value;
 use crate::format::segment_value::{Entry, SegmentRow, encode_append};
 use crate::read::{self, row_location};
@@ -91,7 +91,7 @@ impl Txn<'_> {
 
     /// Writes the key's latest-value entry (`None` removes it; `existed`: there was one) and
     /// counts the change.
-    fn set_latest(&mut self, latest_key: Vec<u8>, ts: i64, value: Option<&[u8]>, existed: bool) {
+    fn set_latest(&mut self, latest_key: StorageKey, ts: i64, value: Option<&[u8]>, existed: bool) {
         self.count_latest(i64::from(value.is_some()) - i64::from(existed));
         self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
     }

@@ -11,7 +11,7 @@
 
 use crate::backend::{RowRead, Visit, VisitRow};
 use crate::error::Result;
-use crate::format::key::segment_of;
+use crate::format::key::{StorageKey, segment_of};
 use crate::format::segment_value::{Entry, encode_append};
 use crate::overlay::Overlay;
 use crate::spool::Log;
@@ -95,7 +95,7 @@ impl<'s> Txn<'s> {
     }
 
     /// Stages a write (`None` deletes). A row in a history segment registers that segment.
-    pub(crate) fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+    pub(crate) fn write(&mut self, key: StorageKey, value: Option<Vec<u8>>) {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0 && value.is_some()) {
             self.state.segments.insert(segment);
         }
@@ -104,14 +104,14 @@ impl<'s> Txn<'s> {
 
     /// Stages a row append: `entry`, valid until `valid_to`, becomes the newest version of the
     /// row under `key` (a new row when there is none), without reading it.
-    pub(crate) fn append(&mut self, key: Vec<u8>, entry: Entry<'_>, valid_to: i64) {
+    pub(crate) fn append(&mut self, key: StorageKey, entry: Entry<'_>, valid_to: i64) {
         let mut operand = Vec::new();
         encode_append(entry, valid_to, &mut operand);
         self.append_encoded(key, operand);
     }
 
     /// [`Txn::append`] of an operand made by `encode_append`.
-    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
+    pub(crate) fn append_encoded(&mut self, key: StorageKey, operand: Vec<u8>) {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
             self.state.segments.insert(segment);
         }

@@ -19,14 +19,14 @@ use std::sync::Arc;
 use super::snapshot::ScanSource;
 use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
-use crate::format::key::{LATEST_SEGMENT, segment_of};
+use crate::format::key::{LATEST_SEGMENT, StorageKey, segment_of};
 use crate::format::segment_value::merge_appends;
 
 mod scan;
 
 type Hasher = foldhash::fast::RandomState;
 /// One segment: storage key to stored value.
-type SegmentMap = HashMap<Vec<u8>, Stored, Hasher>;
+type SegmentMap = HashMap<StorageKey, Stored, Hasher>;
 
 /// A stored value: `value` (`None`: none before the appends) and pending `appends`.
 #[derive(Debug, Default, Clone)]
@@ -58,7 +58,7 @@ impl MemoryBackend {
     pub(crate) fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
         let mut backend = Self::default();
         for (key, value) in entries {
-            backend.apply(key, Write::Put(value));
+            backend.apply(StorageKey::from(key), Write::Put(value));
         }
         backend
     }
@@ -67,7 +67,7 @@ impl MemoryBackend {
         self.segments.get(&segment_of(key)?)?.get(key)
     }
 
-    fn apply(&mut self, key: Vec<u8>, write: Write) {
+    fn apply(&mut self, key: StorageKey, write: Write) {
         let Some(segment) = segment_of(&key) else {
             return;
         };
@@ -117,7 +117,7 @@ impl Backend for MemoryBackend {
                     Some(stored.merged())
                 };
                 if let Some(value) = value {
-                    out.push((key.clone(), value));
+                    out.push((key.to_vec(), value));
                 }
             }
         }

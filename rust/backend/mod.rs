@@ -12,6 +12,7 @@
 //! compactions, the map when it is read or when the appends outgrow the row.
 
 use crate::error::Result;
+use crate::format::key::StorageKey;
 use crate::format::segment_value::{Lookup, lookup};
 
 pub(crate) mod faults;
@@ -41,7 +42,7 @@ pub(crate) enum Write {
 #[derive(Debug, Default)]
 pub(crate) struct WriteSet {
     pub(crate) drop_segments: Option<(i64, i64)>,
-    pub(crate) writes: Vec<(Vec<u8>, Write)>,
+    pub(crate) writes: Vec<(StorageKey, Write)>,
 }
 
 /// Receives one read value, borrowed for the duration of the call.

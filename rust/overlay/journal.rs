@@ -2,6 +2,7 @@
 
 use super::Overlay;
 use super::pending::Pending;
+use crate::format::key::StorageKey;
 
 /// How to undo the transaction running on an overlay. Entries the transaction created need
 /// no record (they carry its generation); entries it found are saved as they were, the first
@@ -10,7 +11,7 @@ use super::pending::Pending;
 /// each call collected its writes in a map of its own, then moved every one into the buffer.
 #[derive(Debug)]
 pub(super) struct Journal {
-    pub(super) saved: Vec<(Vec<u8>, Saved)>,
+    pub(super) saved: Vec<(StorageKey, Saved)>,
     dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
     latest_keys: Option<u64>,

@@ -14,7 +14,7 @@
 
 use crate::backend::Visit;
 use crate::error::Result;
-use crate::format::key::{META_SEGMENT, segment_of, storage_key};
+use crate::format::key::{META_SEGMENT, StorageKey, segment_of, storage_key};
 use crate::format::segment_value::merge_appends;
 use crate::view::ReadClient;
 use journal::{Journal, Saved};
@@ -141,7 +141,7 @@ impl Overlay {
         !matches!(self.read_plan(key), ReadPlan::Below)
     }
 
-    fn put(&mut self, key: Vec<u8>, mut pending: Pending) {
+    fn put(&mut self, key: StorageKey, mut pending: Pending) {
         let generation = self.generation;
         pending.born = generation;
         self.bytes += pending.bytes(&key);
@@ -158,14 +158,14 @@ impl Overlay {
         }
     }
 
-    pub(crate) fn write(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+    pub(crate) fn write(&mut self, key: StorageKey, value: Option<Vec<u8>>) {
         let base = value.map_or(Base::Deleted, Base::Put);
         self.put(key, Pending::new(base, Vec::new()));
     }
 
     /// Takes `operand` by value: a key's first append becomes its pending appends as it is,
     /// without another allocation and copy (the common case, once per in-order put).
-    pub(crate) fn append_encoded(&mut self, key: Vec<u8>, operand: Vec<u8>) {
+    pub(crate) fn append_encoded(&mut self, key: StorageKey, operand: Vec<u8>) {
         self.bytes += operand.len();
         let generation = self.generation;
         let hash = self.pending.hash(&key);
@@ -190,7 +190,10 @@ impl Overlay {
     /// overlay already has a write for it.
     pub(crate) fn note_absent(&mut self, key: &[u8]) {
         if !self.pending.contains_key(key) {
-            self.put(key.to_vec(), Pending::new(Base::Absent, Vec::new()));
+            self.put(
+                StorageKey::from(key),
+                Pending::new(Base::Absent, Vec::new()),
+            );
         }
     }
 

@@ -4,6 +4,8 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
+use crate::format::key::StorageKey;
+
 /// What a pending write replaces a key's stored value with.
 #[derive(Debug)]
 pub(super) enum Base {
@@ -49,7 +51,7 @@ impl Pending {
 /// which the journal then keeps instead of a copy.
 #[derive(Debug, Default)]
 pub(super) struct PendingMap {
-    table: HashTable<(Vec<u8>, Pending)>,
+    table: HashTable<(StorageKey, Pending)>,
     hasher: foldhash::fast::RandomState,
 }
 
@@ -94,13 +96,13 @@ impl PendingMap {
     }
 
     /// Adds a pending write under `key`, which has none; `hash` is its hash.
-    pub(super) fn insert_new(&mut self, hash: u64, key: Vec<u8>, pending: Pending) {
+    pub(super) fn insert_new(&mut self, hash: u64, key: StorageKey, pending: Pending) {
         let hasher = &self.hasher;
         self.table
             .insert_unique(hash, (key, pending), |(k, _)| hasher.hash_one(k.as_slice()));
     }
 
-    pub(super) fn insert(&mut self, key: Vec<u8>, pending: Pending) {
+    pub(super) fn insert(&mut self, key: StorageKey, pending: Pending) {
         let hash = self.hash(&key);
         match self.find_mut(hash, &key) {
             Some(slot) => *slot = pending,
@@ -109,11 +111,11 @@ impl PendingMap {
     }
 
     /// Takes every entry out, keeping the table's room.
-    pub(super) fn drain(&mut self) -> impl Iterator<Item = (Vec<u8>, Pending)> {
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = (StorageKey, Pending)> {
         self.table.drain()
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Pending)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&StorageKey, &Pending)> {
         self.table.iter().map(|(k, p)| (k, p))
     }
 
@@ -124,7 +126,7 @@ impl PendingMap {
     pub(super) fn extract_if(
         &mut self,
         mut take: impl FnMut(&[u8], &Pending) -> bool,
-    ) -> impl Iterator<Item = (Vec<u8>, Pending)> {
+    ) -> impl Iterator<Item = (StorageKey, Pending)> {
         self.table.extract_if(move |(k, p)| take(k, p))
     }
 }

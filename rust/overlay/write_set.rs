@@ -4,7 +4,7 @@ use super::Overlay;
 use super::pending::Base;
 use crate::backend::{Backend, Write, WriteSet};
 use crate::error::Result;
-use crate::format::key::{META_SEGMENT, sort_prefix, storage_key};
+use crate::format::key::{META_SEGMENT, StorageKey, sort_prefix, storage_key};
 use crate::format::meta;
 use crate::format::segment_value::merge_appends;
 use crate::latest::LatestCache;
@@ -22,12 +22,12 @@ impl Overlay {
     }
 
     /// Every pending write and changed metadata entry, in no order; the overlay keeps none.
-    fn take_writes(&mut self, stream_time: i64) -> Vec<(Vec<u8>, Write)> {
+    fn take_writes(&mut self, stream_time: i64) -> Vec<(StorageKey, Write)> {
         let stream_time_changed = std::mem::take(&mut self.stream_time_changed);
         self.stream_time_kept = false;
         let latest_keys = self.latest_keys.take();
         self.bytes = 0;
-        let mut writes: Vec<(Vec<u8>, Write)> = Vec::with_capacity(self.pending.len() + 1);
+        let mut writes: Vec<(StorageKey, Write)> = Vec::with_capacity(self.pending.len() + 1);
         for (key, pending) in self.pending.drain() {
             let appends = (!pending.appends.is_empty()).then_some(&pending.appends[..]);
             let write = match (pending.base, appends) {
@@ -78,8 +78,8 @@ impl Overlay {
             for (key, write) in batch.writes {
                 match write {
                     _ if !is_latest_key(&key) => {}
-                    Write::Put(entry) => cache.insert(key, Some(entry)),
-                    Write::Delete => cache.insert(key, None),
+                    Write::Put(entry) => cache.insert(key.into_vec(), Some(entry)),
+                    Write::Delete => cache.insert(key.into_vec(), None),
                     Write::Append(_) => {}
                 }
             }
@@ -91,7 +91,7 @@ impl Overlay {
 /// `writes` sorted by key. RocksDB inserts a batch into its memtable skiplist in order, and an
 /// insert next to the previous one reuses its search path: sorted, a batch inserts several times
 /// faster.
-fn in_key_order(writes: Vec<(Vec<u8>, Write)>) -> Vec<(Vec<u8>, Write)> {
+fn in_key_order(writes: Vec<(StorageKey, Write)>) -> Vec<(StorageKey, Write)> {
     let mut order: Vec<((u64, u64), usize)> = writes
         .iter()
         .enumerate()
@@ -101,7 +101,7 @@ fn in_key_order(writes: Vec<(Vec<u8>, Write)>) -> Vec<(Vec<u8>, Write)> {
         a.0.cmp(&b.0)
             .then_with(|| writes[a.1].0.cmp(&writes[b.1].0))
     });
-    let mut slots: Vec<Option<(Vec<u8>, Write)>> = writes.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<(StorageKey, Write)>> = writes.into_iter().map(Some).collect();
     order
         .iter()
         .filter_map(|&(_, i)| slots.get_mut(i).and_then(Option::take))
