@@ -358,7 +358,8 @@ impl Drop for VersionedStore {
     /// Open scans are ended, and their threads, which share the database, awaited.
     fn drop(&mut self) {
         // A failed store writes nothing more: its stream time and key count count lost writes.
-        if self.failure.is_none() {
+        // An in-memory store's maps go with it: writing its buffer to them would be wasted.
+        if self.failure.is_none() && self.path.is_some() {
             let _ = self.write_buffer();
             let _ = self.settle_metadata();
         }
