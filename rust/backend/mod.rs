@@ -1,9 +1,9 @@
 //! Row storage: the ordered byte keyspace a store keeps its latest values, segment rows and
 //! metadata in. The versioning logic (`put`, `read`) is written once against [`Backend`];
 //! RocksDB and an in-memory map are the two implementations, so both variants of the store share
-//! the put and read algorithms. What only persistent stores have sits beside them: the caches of
-//! latest values and long rows, the write buffer and deferred metadata, which change how fast a
-//! store answers and when it writes, never what it answers.
+//! the put and read algorithms. What sits above them changes how fast a store answers and when it
+//! writes, never what it answers: the write buffer (both variants keep one), and what only
+//! persistent stores have, the caches of latest values and long rows and deferred metadata.
 //!
 //! Reads hand borrowed bytes to a callback (RocksDB's pinned slices, the map's own values), so a
 //! read copies only what it returns. A history row can grow by an *append* (a RocksDB merge
