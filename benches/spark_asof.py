@@ -65,8 +65,8 @@ class Batch:
 
 
 def session(partitions: int, driver_memory: str, warehouse: Path | None = None) -> Any:
-    """The benchmarks' SparkSession: ``local[2]``, Arrow on, the JVM's defaults (as users run
-    it; the tests' JVM settings are not used here)."""
+    """The benchmarks' SparkSession: ``local[2]``, Arrow on, the JVM's defaults as users run
+    it (only the smoke run of ``make test``, which times nothing, passes the tests' settings)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
