@@ -36,7 +36,9 @@ const INLINE: usize = 30;
 /// 8-byte prefix and a short user key), else on the heap. A put writes two keys; in place, they
 /// cost no allocation, and a hash map's key comparison reads the entry it probed instead of
 /// following a pointer to another cache line (the key comparisons of the write buffer's map
-/// were its largest cost once the map held every key a batch put touches).
+/// were its largest cost once the map held every key a batch put touches). Not `smallvec`'s
+/// `SmallVec<[u8; 30]>`: 40 bytes against these 32, and its puts measured slower (the
+/// in-memory one-partition profile's `put_batch`, 89-98 ms a task against 75-86).
 #[derive(Clone)]
 pub(crate) enum StorageKey {
     Inline { len: u8, bytes: [u8; INLINE] },
