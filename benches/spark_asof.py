@@ -540,7 +540,11 @@ def _kept_in_memory() -> Any:
 
 
 def profile_partition(
-    scale: Scale, partitions: int = 4, partition: int = 0, in_memory: bool = False
+    scale: Scale,
+    partitions: int = 4,
+    partition: int = 0,
+    in_memory: bool = False,
+    kept_stores: int = 4,
 ) -> list[dict[str, float]]:
     """Times one partition's micro-batches of ``asof_join`` outside Spark, with the code its
     tasks run (``_runtime._partition_stores`` and the join's partition function, on a real
@@ -552,20 +556,26 @@ def profile_partition(
 
     With ``in_memory`` the partition function gets one in-memory store that lives through all
     micro-batches and is never opened or committed: the join's state work without any
-    durability, a bound on what a faster durable store could reach.
+    durability, a bound on what a faster durable store could reach. ``kept_stores`` is
+    ``keptStoresPerWorker``: the profile is one reused Python worker, so with the default the
+    store stays open between micro-batches and the work its commit defers runs in the keeper's
+    thread, timed apart (``deferred``) before the next micro-batch.
 
     The join's output is checked against the ``merge_asof`` oracle of the partition's rows.
 
     Returns:
         Per micro-batch: ``rows`` (input rows), and milliseconds: ``open`` (opening the
         store), ``function`` (the partition function, including) ``put_batch`` and
-        ``get_batch``, ``commit`` (metrics, flush, changelog, close), ``task`` (all of it) and
+        ``get_batch``, ``commit`` (metrics, flush, changelog, close), ``task`` (all of it),
+        ``deferred`` (the kept store's flush, snapshot and cleanup after the task) and
         ``floor`` (the pass-through's function).
     """
+    import os
     import tempfile
     import time
 
     import pyarrow.compute as pc
+    from verstore.checkpoint.keeper import Keeper
     from verstore.spark import _runtime as R
     from verstore.spark._conf import TaskConf
     from verstore.spark._spill import RowBuffer, SpillArea
@@ -573,6 +583,8 @@ def profile_partition(
     fn = partition_function()
     specs = store_specs()
     stores = _kept_in_memory() if in_memory else contextmanager(R._partition_stores)
+    reuse = os.environ.get("SPARK_REUSE_WORKER")
+    os.environ["SPARK_REUSE_WORKER"] = "1"  # what Spark sets in the Python workers it reuses
     root = Path(tempfile.mkdtemp(prefix="verstore-profile-"))
     out = []
     parts: list[Batch] = []
@@ -594,6 +606,7 @@ def profile_partition(
                 min_versions_to_retain=100,
                 lock_timeout_s=60.0,
                 memory_limit_bytes=512 << 20,
+                kept_stores=kept_stores,
             )
             timings: dict[str, float] = {}
             t0 = time.perf_counter()
@@ -609,6 +622,9 @@ def profile_partition(
                 t3 = time.perf_counter()
                 joined = list(output.batches())
             t4 = time.perf_counter()
+            while Keeper.for_process().working():
+                time.sleep(0.001)
+            t4b = time.perf_counter()
             if joined:
                 outputs[b] = pa.Table.from_batches(joined)
             floor = [  # the pass-through's sides are the other way round
@@ -622,6 +638,7 @@ def profile_partition(
                 pass
             t6 = time.perf_counter()
             spans = {"open": t1 - t0, "function": t2 - t1, "commit": t3 - t2, "task": t4 - t0}
+            spans["deferred"] = t4b - t4
             spans |= timings
             spans["floor"] = t6 - t5
             out.append(
@@ -629,6 +646,9 @@ def profile_partition(
                 | {k: round(v * 1000, 1) for k, v in spans.items()}
             )
     finally:
+        Keeper.for_process().close_all()
+        if reuse is None:
+            del os.environ["SPARK_REUSE_WORKER"]
         shutil.rmtree(root, ignore_errors=True)
     problems = check(parts, outputs, joins=True)
     if problems:
@@ -646,7 +666,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--in-memory", action="store_true", help="an in-memory store, never opened or committed"
     )
+    parser.add_argument(
+        "--kept-stores", type=int, default=4, help="keptStoresPerWorker (0: close at commit)"
+    )
     args = parser.parse_args()
     scale = Scale(args.keys, args.rows, args.batches)
-    for row in profile_partition(scale, in_memory=args.in_memory):
+    for row in profile_partition(scale, in_memory=args.in_memory, kept_stores=args.kept_stores):
         print("  ".join(f"{k}={v}" for k, v in row.items()))

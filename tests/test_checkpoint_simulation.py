@@ -6,8 +6,11 @@ events Spark produces: several attempts per micro-batch on several executors (re
 speculative copies, zombies that opened before their retry and commit after it, zombies that
 open late), micro-batches in which some or no partitions run, crashes at every step of a
 commit and during a rebuild, failing snapshot uploads and cleanups, wiped executor disks, and a
-second query (lineage) on the same root and store name. Attempt ids come from a simulated clock,
-so a run is a function of hypothesis' seed.
+second query (lineage) on the same root and store name. Each executor runs Python workers that
+keep committed stores open between tasks (``checkpoint.keeper``): a task reuses the store its
+worker kept, or asks another worker to hand it over; workers die holding stores, close idle
+ones, and keep stores of commits that other executors have since moved past (zombie stores).
+Attempt ids come from a simulated clock, so a run is a function of hypothesis' seed.
 
 The model records every commit's operations from the empty state. The invariants:
 
@@ -42,6 +45,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults, layout
 from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.keeper import Keeper
 from verstore.checkpoint.layout import ROOT, LineageFiles
 from verstore.checkpoint.survey import verify_partition
 from verstore.exceptions import FencedError
@@ -53,13 +57,18 @@ SEGMENT_MS = 10
 STORE = "orders"
 PARTITIONS = 2
 EXECUTORS = 3
+#: Python workers per executor, each keeping the stores it committed open (worker 0 keeps none:
+#: it closes at commit, as a query without kept stores does).
+WORKERS = 3
 LINEAGES = ("query-a", "query-b")
 KEYS = [b"", b"a", b"b", b"k\x00", b"\xff"]
 OPTIONS = CheckpointOptions(
     snapshot_interval=2,
     min_versions_to_retain=3,
     orphan_grace_s=0,
-    lock_timeout_s=0,
+    # A task waits for a store another worker keeps while that worker hands it over; it never
+    # waits for a running task (``busy``).
+    lock_timeout_s=30,
     replay_chunk_records=3,
 )
 COMMIT_STEPS = tuple(step for step in faults.STEPS if step != "during_rebuild")
@@ -104,6 +113,7 @@ class Attempt:
     partition: int
     batch: int
     executor: int
+    worker: int
     part: PartitionStore
     ops: list[Op] = field(default_factory=list)
 
@@ -129,12 +139,21 @@ class Simulation(RuleBasedStateMachine):
         self.pending: list[Attempt] = []
         self.touched: tuple[str, int] | None = None
         self._contents: dict[tuple[str, int, CommitRef, int], Any] = {}
+        # Handoffs run in the keepers' threads; the work commits defer runs here, in the step
+        # that committed, so that crashes in it are part of the (deterministic) run.
+        self.keepers = {
+            (e, w): Keeper(idle_s=float("inf"), poll_s=0.005, maintain=False)
+            for e in range(EXECUTORS)
+            for w in range(1, WORKERS)
+        }
 
     def teardown(self) -> None:
         try:
             for attempt in self.pending:
                 attempt.part.abort()
             self.pending.clear()
+            for keeper in self.keepers.values():
+                keeper.stop()
             for lineage in self.started:
                 for p in range(PARTITIONS):
                     self.check_partition(lineage, p)
@@ -168,7 +187,14 @@ class Simulation(RuleBasedStateMachine):
         return Graph(files, files.listing())
 
     def open(
-        self, lineage: str, partition: int, version: int, local: Path, *, read_only: bool = False
+        self,
+        lineage: str,
+        partition: int,
+        version: int,
+        local: Path,
+        *,
+        read_only: bool = False,
+        keeper: Keeper | None = None,
     ) -> PartitionStore:
         return PartitionStore.open(
             self.location,
@@ -182,6 +208,7 @@ class Simulation(RuleBasedStateMachine):
             options=OPTIONS,
             num_partitions=PARTITIONS,
             read_only=read_only,
+            keeper=keeper,
         )
 
     def check_open(self, lineage: str, partition: int, version: int, part: PartitionStore) -> None:
@@ -248,6 +275,25 @@ class Simulation(RuleBasedStateMachine):
     def local(self, executor: int) -> Path:
         return self.dir / f"executor-{executor}"
 
+    def open_task(
+        self, lineage: str, partition: int, version: int, executor: int, worker: int
+    ) -> PartitionStore:
+        """A task's open in ``worker`` of ``executor``, with its worker's keeper."""
+        keeper = self.keepers.get((executor, worker))
+        copy = self.local(executor) / STORE / f"q={lineage}" / f"p={partition}"
+        if any(k is not keeper and copy in k.held() for k in self.keepers.values()):
+            event("task lands in another worker than the one keeping its store")
+        return self.open(lineage, partition, version, self.local(executor), keeper=keeper)
+
+    def idle_worker(self, data: st.DataObject, executor: int) -> int | None:
+        """A worker of ``executor`` not running a task (a Python worker runs one at a time)."""
+        free = [
+            w
+            for w in range(WORKERS)
+            if not any((a.executor, a.worker) == (executor, w) for a in self.pending)
+        ]
+        return data.draw(st.sampled_from(free)) if free else None
+
     def busy(self, lineage: str, partition: int, executor: int) -> bool:
         return any(
             (a.lineage, a.partition, a.executor) == (lineage, partition, executor)
@@ -273,14 +319,19 @@ class Simulation(RuleBasedStateMachine):
         """A task of the current micro-batch opens its partition and applies its input."""
         if lineage is None:
             lineage = data.draw(st.sampled_from(sorted(self.started)))
-        if self.busy(lineage, partition, executor):
+        worker = self.idle_worker(data, executor)
+        if worker is None or self.busy(lineage, partition, executor):
             return
         batch = self.batch[lineage]
         self.touched = (lineage, partition)
-        part = self.open(lineage, partition, batch, self.local(executor))
+        part = self.open_task(lineage, partition, batch, executor, worker)
         self.check_open(lineage, partition, batch, part)
         event(
-            "open: reused"
+            "open: kept open, caught up"
+            if part.stats.kept_open and part.stats.replayed
+            else "open: kept open"
+            if part.stats.kept_open
+            else "open: reused"
             if part.stats.reused
             else "open: rebuilt"
             if part.stats.rebuilt
@@ -291,7 +342,7 @@ class Simulation(RuleBasedStateMachine):
         if part.opened.version < batch:
             event("open of a version without its own commit")
         attempt = Attempt(
-            lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition)
+            lineage, partition, batch, executor, worker, part, batch_ops(lineage, batch, partition)
         )
         if nondeterministic:
             # A function that is not deterministic: attempts of one batch write different data.
@@ -330,13 +381,18 @@ class Simulation(RuleBasedStateMachine):
 
         before = self.graph(*key)
         chain_before = list(before.walk(before.tip()))
+        keeper = self.keepers.get((attempt.executor, attempt.worker))
         faults.set_hook(hook)
         try:
             durable = True
             try:
                 attempt.part.commit()
+                if keeper is not None:
+                    keeper.run_maintenance()  # what the commit deferred, crashes included
             except SimulatedCrash as crash:
                 durable = COMMIT_STEPS.index(str(crash)) >= DURABLE_FROM
+                if keeper is not None and durable:
+                    event("crash in a kept store's deferred commit work")
         finally:
             faults.set_hook(None)
         outcomes = self.outcomes.setdefault((attempt.lineage, attempt.batch, attempt.partition), [])
@@ -413,7 +469,8 @@ class Simulation(RuleBasedStateMachine):
         opens now: fenced if its partition has moved on, else it may still commit."""
         lineage = data.draw(st.sampled_from(sorted(self.started)))
         batch = self.batch[lineage] - back
-        if batch < 0 or self.busy(lineage, partition, executor):
+        worker = self.idle_worker(data, executor)
+        if batch < 0 or worker is None or self.busy(lineage, partition, executor):
             return
         if "committed" not in self.outcomes.get((lineage, batch, partition), []):
             return  # zombies exist only where an attempt of that batch ran and committed
@@ -422,12 +479,12 @@ class Simulation(RuleBasedStateMachine):
         if tip.version > batch + 1:
             event("stale attempt fenced")
             with pytest.raises(FencedError, match="stale"):
-                self.open(lineage, partition, batch, self.local(executor))
+                self.open_task(lineage, partition, batch, executor, worker)
             return
-        part = self.open(lineage, partition, batch, self.local(executor))
+        part = self.open_task(lineage, partition, batch, executor, worker)
         self.check_open(lineage, partition, batch, part)
         attempt = Attempt(
-            lineage, partition, batch, executor, part, batch_ops(lineage, batch, partition)
+            lineage, partition, batch, executor, worker, part, batch_ops(lineage, batch, partition)
         )
         for key, value, ts in attempt.ops:
             part.store.put(key, value, ts)
@@ -443,7 +500,8 @@ class Simulation(RuleBasedStateMachine):
     def crash_during_rebuild(self, data: st.DataObject, partition: int, executor: int) -> None:
         """The process dies while it rebuilds a local copy."""
         lineage = data.draw(st.sampled_from(sorted(self.started)))
-        if self.busy(lineage, partition, executor):
+        worker = self.idle_worker(data, executor)
+        if worker is None or self.busy(lineage, partition, executor):
             return
         self.touched = (lineage, partition)
 
@@ -453,7 +511,7 @@ class Simulation(RuleBasedStateMachine):
 
         faults.set_hook(hook)
         try:
-            part = self.open(lineage, partition, self.batch[lineage], self.local(executor))
+            part = self.open_task(lineage, partition, self.batch[lineage], executor, worker)
             part.abort()  # the local copy was reusable: nothing to crash in
         except SimulatedCrash:
             pass
@@ -462,10 +520,32 @@ class Simulation(RuleBasedStateMachine):
 
     @rule(executor=st.integers(0, EXECUTORS - 1))
     def lose_local_disk(self, executor: int) -> None:
-        """An executor's local disk is wiped (a new node, a full disk cleaned up)."""
+        """An executor's local disk is wiped (a new node, a full disk cleaned up): its
+        workers are gone with the stores they kept."""
         if any(a.executor == executor for a in self.pending):
             return
+        for w in range(1, WORKERS):
+            self.keepers[(executor, w)].discard_all()
         shutil.rmtree(self.local(executor), ignore_errors=True)
+
+    @rule(
+        executor=st.integers(0, EXECUTORS - 1),
+        worker=st.integers(1, WORKERS - 1),
+        how=st.sampled_from(["dies", "closes idle stores"]),
+    )
+    def worker_ends(self, executor: int, worker: int, how: str) -> None:
+        """A Python worker dies holding the stores it kept (killed, out of memory), or closes
+        them (idle too long, too many)."""
+        keeper = self.keepers[(executor, worker)]
+        if not keeper.held() or any(
+            (a.executor, a.worker) == (executor, worker) for a in self.pending
+        ):
+            return
+        event(f"worker {how}")
+        if how == "dies":
+            keeper.discard_all()
+        else:
+            keeper.close_all()
 
     @precondition(lambda self: len(self.started) < len(LINEAGES))
     @rule()

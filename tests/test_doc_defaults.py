@@ -238,6 +238,7 @@ def test_configuration_table_defaults_are_the_codes(
             f"`{str(_conf.progress_metrics_enabled(FakeSession())).lower()}`",
             True,
         ),
+        "kept_stores_per_worker": (f"`{task.kept_stores}`", _conf.DEFAULT_KEPT_STORES),
     }
     configure = inspect.signature(verstore.spark.configure).parameters
     rows = config_table()
@@ -259,6 +260,8 @@ def test_configuration_table_defaults_are_the_codes(
             assert getattr(task, argument) == value, where
         elif argument == "memory_limit_mb":
             assert task.memory_limit_bytes == value << 20, where
+        elif argument == "kept_stores_per_worker":
+            assert task.kept_stores == value, where
         elif argument == "progress_metrics":
             assert _conf.progress_metrics_enabled(FakeSession()) is value, where
         elif argument == "storage_options":

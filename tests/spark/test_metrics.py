@@ -30,7 +30,11 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
 def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> None:
     local = tmp_path / "local"
     root = tmp_path / "verstore"
-    verstore.spark.configure(spark, str(root), local_dir=str(local), snapshot_interval=2)
+    # Stores closed at each commit: every snapshot then counts in its own batch's metrics
+    # (test_stores_kept_open_between_batches has the default).
+    verstore.spark.configure(
+        spark, str(root), local_dir=str(local), snapshot_interval=2, kept_stores_per_worker=0
+    )
     batches = generate(93, batches=4)
     _, stream_pa, _, table_pa = gen_schemas(False)
     write_batches(tmp_path / "orders", tmp_path / "prices", batches[:2], stream_pa, table_pa)
@@ -72,6 +76,43 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
         rows = sorted((r for r in mine if r["batch_id"] == b), key=lambda r: r["partition"])
         driver = [{k: v for k, v in r.items() if k not in ("name", "batch_id")} for r in rows]
         assert tasks == driver
+
+
+def test_stores_kept_open_between_batches(spark: Any, tmp_path: Path) -> None:
+    """By default a Python worker keeps its stores open after their commits: every later
+    batch finds its stores open in its worker or handed over by the other, never rebuilt; the
+    snapshots and cleanup that commits deferred still happen; the output is the oracle's."""
+    root = tmp_path / "verstore"
+    verstore.spark.configure(
+        spark,
+        str(root),
+        local_dir=str(tmp_path / "local"),
+        snapshot_interval=2,
+        min_versions_to_retain=2,
+    )
+    try:
+        batches = generate(95, batches=6)
+        _, stream_pa, _, table_pa = gen_schemas(False)
+        write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+        sink = Collector()
+        query = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", sink)
+    finally:
+        verstore.spark.configure(spark, str(root), local_dir=str(tmp_path / "local"))
+    expected = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    metrics = {
+        p.batchId: SimpleNamespace(**verstore.spark.progress_metrics(p, "verstore.asof"))
+        for p in query.recentProgress
+    }
+    assert sorted(metrics) == list(range(6))
+    for b, m in metrics.items():
+        if b > 0:
+            assert (m.reused, m.caught_up, m.rebuilt) == (2, 0, 0), b
+        assert 0 <= m.kept_open <= m.reused and m.commit_ms >= 0
+    files = verstore.spark.inspect(str(root), "asof").to_pylist()
+    snapshots = {f["version"] for f in files if f["kind"] == "snapshot"}
+    assert snapshots, "the deferred snapshots ran"
+    assert min(f["version"] for f in files if f["kind"] == "changelog") > 1, "cleanup ran"
 
 
 def test_the_progress_holds_one_observed_list_per_store(spark: Any, tmp_path: Path) -> None:
@@ -124,3 +165,9 @@ def test_progress_metrics_off_leaves_the_progress_and_keeps_partition_metrics(
 def test_configure_refuses_a_progress_metrics_that_is_not_a_bool(spark: Any) -> None:
     with pytest.raises(TypeError, match="progress_metrics"):
         verstore.spark.configure(spark, "/tmp/x", progress_metrics="no")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "4"])
+def test_configure_refuses_a_bad_kept_stores_per_worker(spark: Any, bad: Any) -> None:
+    with pytest.raises(ValueError, match="kept_stores_per_worker"):
+        verstore.spark.configure(spark, "/tmp/x", kept_stores_per_worker=bad)

@@ -19,6 +19,7 @@ committed state. ``docs/checkpoint.md`` is the protocol; the modules are its con
 * ``uploads``: upload reuse, the SSTs of the local copy already in the checkpoint;
 * ``snapshot``: incremental snapshots and when one is due;
 * ``post_commit``: what a commit does once it is durable (snapshot, cleanup), best effort;
+* ``keeper``: stores kept open between a worker's tasks, handed over to other processes;
 * ``store``: :class:`PartitionStore`, open / commit / abort;
 * ``cleanup``: what no retained version needs;
 * ``survey``: an operator's view of a store's lineages and partitions;

@@ -1,7 +1,8 @@
 """The local working copy of a partition: ``<local_dir>/<store>/q=<lineage>/p=<n>/``.
 
 ```
-LOCK          an exclusive flock while a task uses the copy
+LOCK          an exclusive flock while a task uses the copy (or a process keeps its store open)
+HANDOFF       touched by a task waiting for the lock: a process keeping the store open hands it over
 LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState)
 db/           the RocksDB working copy (write-ahead log off: the checkpoint is the log)
 .tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint, the private
@@ -78,6 +79,10 @@ class LocalState:
             return LocalState()
 
 
+#: The file a task waiting for the lock touches: a request to hand a kept-open store over.
+HANDOFF = "HANDOFF"
+
+
 class LocalCopy:
     """The lock, ``LOCAL.json`` and ``db/`` of one partition's local working copy."""
 
@@ -88,6 +93,8 @@ class LocalCopy:
         self._lock: Any = None
 
     def lock(self, timeout_s: float) -> None:
+        """Takes the copy's lock, waiting up to ``timeout_s``. While it waits, it asks a
+        process that keeps the copy's store open between tasks to hand it over (``keeper``)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         handle = open(self.dir / "LOCK", "a+")
         deadline = time.monotonic() + timeout_s
@@ -95,15 +102,22 @@ class LocalCopy:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._lock = handle
+                # The request is answered (or was left by a waiter that gave up); waiting
+                # tasks touch it again.
+                with contextlib.suppress(OSError):
+                    (self.dir / HANDOFF).unlink()
                 return
             except BlockingIOError:
+                # Again at every try: another waiter that got the lock first removed it.
+                with contextlib.suppress(OSError):
+                    (self.dir / HANDOFF).touch()
                 if time.monotonic() >= deadline:
                     handle.close()
                     raise StoreLockedError(
                         f"local store directory {self.dir} is locked by another task or "
                         f"process (waited {timeout_s:g} s)"
                     ) from None
-                time.sleep(0.05)
+                time.sleep(0.01)
 
     def remove_temporaries(self) -> None:
         """Removes what a crashed task left under a temporary name (a snapshot's checkpoint
@@ -113,6 +127,16 @@ class LocalCopy:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
+
+    def still_locked(self) -> bool:
+        """Whether the lock this copy holds is still the directory's: a directory deleted
+        under it (a wiped local disk) has another ``LOCK``, or none, that others can take."""
+        if self._lock is None:
+            return False
+        try:
+            return os.stat(self.dir / "LOCK").st_ino == os.fstat(self._lock.fileno()).st_ino
+        except OSError:
+            return False
 
     def unlock(self) -> None:
         if self._lock is not None:
@@ -146,4 +170,4 @@ class LocalCopy:
         sync_dir(self.dir)
 
 
-__all__ = ["LocalCopy", "LocalState"]
+__all__ = ["HANDOFF", "LocalCopy", "LocalState"]

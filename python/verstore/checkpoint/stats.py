@@ -18,6 +18,10 @@ class OpenStats:
     Attributes:
         commit: The commit whose state was opened (version 0: the empty state).
         reused: The local copy held exactly that commit.
+        kept_open: The store was open already: a keeper held it since this process's last
+            commit of the partition (``keeper``).
+        previous_commit: For a store kept open, what that last commit did, including the work
+            it deferred until after its task (a snapshot's bytes, files cleanup deleted).
         rebuilt: The local copy was rebuilt from the checkpoint.
         snapshot: The snapshot a rebuild started from (None: from the empty state).
         replayed: Changelogs replayed (a rebuild, or catching up a local copy).
@@ -28,6 +32,8 @@ class OpenStats:
 
     commit: CommitRef = ROOT
     reused: bool = False
+    kept_open: bool = False
+    previous_commit: CommitStats | None = None
     rebuilt: bool = False
     snapshot: CommitRef | None = None
     replayed: int = 0

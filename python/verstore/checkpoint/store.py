@@ -23,6 +23,7 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.keeper import HeldStore, Keeper
 from verstore.checkpoint.layout import (
     MAX_VERSION,
     ROOT,
@@ -74,6 +75,12 @@ class PartitionStore:
     _uploaded: dict[str, Any]
     _memory_limit_mb: int | None
     _pinned: Partitioning | None
+    #: Where a commit leaves the store open for the next task (None: it closes it).
+    _keeper: Keeper | None
+    #: A store the keeper held for this copy, until the open uses or closes it.
+    _held: HeldStore | None
+    #: The keeper owns the store and the lock since the commit.
+    _kept: bool
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -98,6 +105,7 @@ class PartitionStore:
         read_only: bool = False,
         memory_limit_mb: int | None = None,
         partitioning: Partitioning | None = None,
+        keeper: Keeper | None = None,
     ) -> PartitionStore:
         """Opens ``partition`` of ``store_name`` at exactly ``version``.
 
@@ -132,6 +140,9 @@ class PartitionStore:
                 reads the one it replaces and writes one it has not published yet:
                 ``verstore.checkpoint.repartition``). None: the lineage's partitioning that
                 serves ``version``, as the settings say.
+            keeper: Keep the store open after :meth:`commit`, for the next task of this
+                partition in this process, and take it from there if the keeper holds it
+                (``verstore.checkpoint.keeper``). Ignored by a read-only open.
 
         Raises:
             ValueError: A bad version, partition, store name or lineage.
@@ -158,7 +169,12 @@ class PartitionStore:
         self._local = LocalCopy(local_dir, store_name, lineage, partition)
         self._start(location, partition, version, lineage, read_only, memory_limit_mb)
         self._pinned = partitioning
-        self._local.lock(self._options.lock_timeout_s)
+        self._keeper = None if read_only else keeper
+        self._held = self._keeper.take(self._local.dir) if self._keeper else None
+        if self._held is not None:
+            self._local = self._held.local  # its lock is held
+        else:
+            self._local.lock(self._options.lock_timeout_s)
         try:
             self._open_locked(lineage_files, progress)
         except BaseException:
@@ -186,6 +202,7 @@ class PartitionStore:
         self._store = None
         self._uploaded = {}
         self._attempt = layout.new_attempt()
+        self._kept = False
 
     def _open_locked(self, lineage_files: LineageFiles, progress: Progress | None) -> None:
         """The open, with the local directory locked: settings, the version graph, the state."""
@@ -198,8 +215,8 @@ class PartitionStore:
         self._check_not_fenced()
         self._serving = self._graph.serving(self.version)
         self.stats.commit = self._serving
-        self._load(progress)
-        if not self.read_only:
+        still_dirty = self._load(progress)
+        if not self.read_only and not still_dirty:
             # Uncommitted work may reach the local files from here on.
             self._local.write_state(
                 LocalState(self._copy_of, self._serving, clean=False, uploaded=self._uploaded)
@@ -275,6 +292,11 @@ class PartitionStore:
         return self._attempt
 
     @property
+    def keeps_open(self) -> bool:
+        """Whether :meth:`commit` leaves the store open in a keeper rather than closing it."""
+        return self._keeper is not None
+
+    @property
     def rebuilt(self) -> bool:
         """Whether the open rebuilt the local copy from the checkpoint."""
         return self.stats.rebuilt
@@ -308,7 +330,8 @@ class PartitionStore:
         # commit never holds its writes in memory.
         local = self._local.dir / f"{TMP_MARK}changelog-{uuid.uuid4().hex}"
         try:
-            store.flush()
+            if self._keeper is None:
+                store.flush()  # else the keeper flushes it after the task (_keep)
             header = store.take_changelog(local, new.version, new.attempt, self._serving.attempt)
             stats.records = header.record_count
             faults.step("before_changelog")
@@ -319,6 +342,9 @@ class PartitionStore:
             raise
         finally:
             local.unlink(missing_ok=True)
+        if self._keeper is not None:
+            self._keep(store, new, stats)
+            return new.version
         try:
             faults.step("after_changelog")
             self._serving = new
@@ -339,6 +365,41 @@ class PartitionStore:
             if not self._release_quietly(f"committed version {new.version}"):
                 stats.deferred.append("closing the store")
         return new.version
+
+    def _keep(self, store: VersionedStore, new: CommitRef, stats: CommitStats) -> None:
+        """Hands the committed store, and the lock, to the keeper; what a commit does after
+        its changelog (a flush first, then ``post_commit``) runs there, off the task's path."""
+        try:
+            faults.step("after_changelog")
+        except BaseException:
+            self._release_quietly(f"committed version {new.version}")
+            raise
+        location, files, local, copy_of = self._location, self._files, self._local, self._copy_of
+        graph, opened, options = self._graph, self.stats.commit, self._options
+        held: HeldStore
+
+        def maintenance() -> dict[str, Any]:
+            store.flush()
+            return after_commit(
+                store,
+                location,
+                files,
+                local,
+                copy_of,
+                graph=graph,
+                opened=opened,
+                new=new,
+                uploaded=held.uploaded,
+                options=options,
+                stats=stats,
+            )
+
+        held = HeldStore(
+            local, store, copy_of, new, self._uploaded, self._memory_limit_mb, stats, maintenance
+        )
+        self._serving, self._store, self._kept = new, None, True
+        assert self._keeper is not None
+        self._keeper.keep(held)
 
     def abort(self) -> None:
         """Drops the uncommitted work and ends the session (the next open rebuilds).
@@ -361,8 +422,14 @@ class PartitionStore:
 
     # -- open ------------------------------------------------------------------------------------
 
-    def _load(self, progress: Progress | None) -> None:
-        """Puts the serving commit's state into the local copy: reuse, catch up or rebuild."""
+    def _load(self, progress: Progress | None) -> bool:
+        """Puts the serving commit's state into the local copy: reuse, catch up or rebuild.
+        Returns whether ``LOCAL.json`` already says the copy is dirty."""
+        held, self._held = self._held, None
+        if held is not None:
+            adopted = self._adopt(held, progress)
+            if adopted is not None:
+                return adopted
         state = self._local.read_state()
         check_not_behind_local(state, self._copy_of, self._graph, self._files, self._local.dir)
         above = None
@@ -372,7 +439,7 @@ class PartitionStore:
             )
         if above is None:
             self._rebuild(progress)
-            return
+            return False
         self._uploaded = state.uploaded
         if above:
             # From the first replayed record on, db/ is no longer the commit LOCAL.json
@@ -385,6 +452,38 @@ class PartitionStore:
             self._replay(above, progress)
         else:
             self.stats.reused = True
+        return False
+
+    def _adopt(self, held: HeldStore, progress: Progress | None) -> bool | None:
+        """Uses the store a keeper held for this copy when it holds the serving commit or an
+        ancestor of it (caught up by replay); else closes it and returns None (the copy on
+        disk is then what it held). Returns :meth:`_load`'s answer."""
+        usable = held.copy_of == self._copy_of and held.memory_limit_mb == self._memory_limit_mb
+        state = LocalState(held.copy_of, held.commit, clean=True)
+        above = commits_to_catch_up(
+            state, self._copy_of, self._local.db, self._graph, self._serving
+        )
+        if not usable or above is None:
+            held.close_store()
+            return None
+        try:
+            # Rarely left (the keeper's thread starts it at the commit), but never skipped: a
+            # snapshot and cleanup must not wait for a task that finds none left.
+            held.maintain()
+        except BaseException:
+            held.discard()
+            raise
+        self._store, self._uploaded = held.store, held.uploaded
+        self.stats.kept_open = True
+        self.stats.previous_commit = held.stats
+        if not above:
+            self.stats.reused = True
+            return False
+        self._local.write_state(
+            LocalState(self._copy_of, None, clean=False, uploaded=held.uploaded)
+        )
+        self._replay(above, progress)
+        return True
 
     def _rebuild(self, progress: Progress | None) -> None:
         self.stats.rebuilt = self._serving != ROOT  # the empty state is a start, not a rebuild
@@ -430,6 +529,12 @@ class PartitionStore:
         A store that fails to close may have left ``db/`` anywhere, so the local copy is marked
         dirty (rebuilt at the next open) before the lock goes.
         """
+        if self._kept:
+            return  # the keeper has the store and the lock
+        held, self._held = self._held, None
+        if held is not None:  # an open that failed before it used the kept store
+            held.close()
+            return
         store, self._store = self._store, None
         try:
             if store is not None:

@@ -41,6 +41,8 @@ MIN_VERSIONS_TO_RETAIN = PREFIX + "minVersionsToRetain"
 LOCK_TIMEOUT_S = PREFIX + "lockTimeoutSeconds"
 MEMORY_LIMIT_MB = PREFIX + "memoryLimitMb"
 PROGRESS_METRICS = PREFIX + "progressMetrics"
+KEPT_STORES = PREFIX + "keptStoresPerWorker"
+DEFAULT_KEPT_STORES = 4
 DEFAULT_MEMORY_LIMIT_MB = 512
 
 #: Storage options that are never secret (``pyarrow.fs`` filesystems' endpoints, regions,
@@ -261,6 +263,7 @@ def configure(
     memory_limit_mb: int | None = None,
     progress_metrics: bool | None = None,
     storage_options_provider: str | None = None,
+    kept_stores_per_worker: int | None = None,
 ) -> None:
     """Points verstore at a checkpoint location for this Spark session.
 
@@ -295,6 +298,11 @@ def configure(
         storage_options_provider: ``"module:function"``, importable on the executors: tasks
             call ``function(checkpoint_root)`` and add the storage options it returns to the
             others (for credentials that only executors can read).
+        kept_stores_per_worker: How many partition stores a Python worker keeps open after
+            their commits, for its next tasks of those partitions (default 4; 0 closes each
+            store at its commit). A kept store skips the next open and moves the commit's
+            memtable flush and snapshot off the task's path; each holds up to its share of
+            ``memory_limit_mb`` in the worker between tasks (docs/spark.md, sizing).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
@@ -307,6 +315,14 @@ def configure(
         or memory_limit_mb < 1
     ):
         raise ValueError(f"memory_limit_mb must be an int >= 1, got {memory_limit_mb!r}")
+    if kept_stores_per_worker is not None and (
+        not isinstance(kept_stores_per_worker, int)
+        or isinstance(kept_stores_per_worker, bool)
+        or kept_stores_per_worker < 0
+    ):
+        raise ValueError(
+            f"kept_stores_per_worker must be an int >= 0, got {kept_stores_per_worker!r}"
+        )
     if progress_metrics is not None and not isinstance(progress_metrics, bool):
         raise TypeError(f"progress_metrics must be a bool, got {progress_metrics!r}")
     if storage_options_provider is not None and not (
@@ -337,6 +353,7 @@ def configure(
         (MIN_VERSIONS_TO_RETAIN, min_versions_to_retain),
         (LOCK_TIMEOUT_S, lock_timeout_s),
         (MEMORY_LIMIT_MB, memory_limit_mb),
+        (KEPT_STORES, kept_stores_per_worker),
         (PROGRESS_METRICS, None if progress_metrics is None else str(progress_metrics).lower()),
     ):
         if value is not None:
@@ -364,6 +381,7 @@ class TaskConf:
     min_versions_to_retain: int
     lock_timeout_s: float
     memory_limit_bytes: int
+    kept_stores: int = DEFAULT_KEPT_STORES
 
     @property
     def arrow_budget_bytes(self) -> int:
@@ -416,4 +434,5 @@ class TaskConf:
             min_versions_to_retain=int(prop(MIN_VERSIONS_TO_RETAIN) or 100),
             lock_timeout_s=float(prop(LOCK_TIMEOUT_S) or 60),
             memory_limit_bytes=int(prop(MEMORY_LIMIT_MB) or DEFAULT_MEMORY_LIMIT_MB) << 20,
+            kept_stores=int(prop(KEPT_STORES) or DEFAULT_KEPT_STORES),
         )

@@ -51,10 +51,13 @@ class TaskMetrics:
         live_segments: Live history segments.
         disk_bytes: The local copies' size on disk.
         changelog_bytes: Bytes of the changelogs written.
-        snapshot_bytes: Bytes uploaded by snapshots.
+        snapshot_bytes: Bytes uploaded by snapshots. A store kept open snapshots after its
+            task: those bytes count in the partition's next task in the same worker.
         reused: Stores opened from an up-to-date local copy.
         caught_up: Stores opened by replaying changelogs onto an older local copy.
         rebuilt: Stores rebuilt from the checkpoint (snapshot + changelogs).
+        kept_open: Of the stores reused or caught up, those the task found still open, kept by
+            its Python worker since the worker's last commit of the partition.
         open_ms: Time to open the stores.
         rebuild_ms: Of that, time spent rebuilding.
         commit_ms: Time to commit the stores (changelog, snapshot, cleanup).
@@ -72,6 +75,7 @@ class TaskMetrics:
     reused: int = 0
     caught_up: int = 0
     rebuilt: int = 0
+    kept_open: int = 0
     open_ms: int = 0
     rebuild_ms: int = 0
     commit_ms: int = 0
@@ -90,13 +94,17 @@ class TaskMetrics:
         stats = part.stats
         self.reused += int(stats.reused)
         self.rebuilt += int(stats.rebuilt)
+        self.kept_open += int(stats.kept_open)
+        if stats.previous_commit is not None:  # a snapshot taken after the previous task
+            self.snapshot_bytes += stats.previous_commit.snapshot_uploaded_bytes
         self.caught_up += int(not stats.reused and not stats.rebuilt and stats.replayed > 0)
         ms = round(stats.seconds * 1000)
         self.open_ms += ms
         self.rebuild_ms += ms if stats.rebuilt else 0
 
     def store_state(self, store: Any) -> None:
-        """Adds an open, flushed store's size (before its commit closes it)."""
+        """Adds an open store's size before its commit (the bytes on disk as of its last
+        flush: a store kept open is flushed after the task)."""
         s = store.stats()
         self.latest_keys += s.latest_keys
         self.history_rows += s.history_rows

@@ -13,6 +13,7 @@ commit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 
 from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
+from verstore.checkpoint.keeper import Keeper
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _metrics
 from verstore.spark._conf import (
@@ -111,7 +113,9 @@ def partition_stores(
 def _open_one(
     conf: TaskConf, name: str, spec: StoreSpec, num_partitions: int | None, stores: int
 ) -> PartitionStore:
-    """Store ``name`` of the task's partition, open at the task's micro-batch."""
+    """Store ``name`` of the task's partition, open at the task's micro-batch (from the
+    worker's keeper when it kept the store open since its last commit there)."""
+    keeper = Keeper.for_process(max_stores=conf.kept_stores) if _keeps_stores(conf) else None
     return PartitionStore.open(
         conf.checkpoint_root,
         name,
@@ -130,15 +134,24 @@ def _open_one(
         num_partitions=num_partitions,
         columns=spec.columns,
         memory_limit_mb=conf.store_memory_mb(stores),
+        keeper=keeper,
     )
+
+
+def _keeps_stores(conf: TaskConf) -> bool:
+    """Whether this worker keeps stores open between its tasks: only a worker that Spark
+    reuses (``spark.python.worker.reuse``, on by default) runs another task; one that ends
+    after its task would end with its kept stores' deferred work undone."""
+    return conf.kept_stores > 0 and bool(os.environ.get("SPARK_REUSE_WORKER"))
 
 
 def _commit_all(opened: Mapping[str, PartitionStore], metrics: TaskMetrics) -> None:
     """Commits every store (their sizes measured first); on a failure, releases the rest."""
     try:
         for p in opened.values():
-            # The commit's flush, done first so that the size counts this batch's writes.
-            p.store.flush()
+            if not p.keeps_open:
+                # The commit's flush, done first so that the size counts this batch's writes.
+                p.store.flush()
             metrics.store_state(p.store)
         metrics.start_commit()
         for p in opened.values():

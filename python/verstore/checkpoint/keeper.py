@@ -1,0 +1,316 @@
+"""Stores kept open between a worker's tasks (docs/checkpoint.md, "Stores kept open").
+
+Opening a partition's store and closing it again costs every micro-batch a RocksDB open and a
+memtable flush on the task's path. A :class:`Keeper` lets a committed store stay open in the
+process that committed it, with its local copy's lock held, so that the next task of that
+partition in the same process finds it open. The commit then writes its changelog and nothing
+else on the task's path: the memtable flush, marking the copy clean, a snapshot when one is
+due and cleanup (``post_commit``) run afterwards in the keeper's thread, as Spark's own state
+stores upload snapshots in maintenance.
+
+The commit's changelog makes it durable, so nothing held here is needed for durability: a
+process that dies holding a store leaves a local copy that is rebuilt or caught up, exactly as
+after any crash.
+
+**Handoff.** The lock of a held store belongs to the process holding it. Another process that
+needs the local copy (a task of the partition scheduled in another Python worker) touches
+``HANDOFF`` in the copy's directory while it waits for the lock (``local.LocalCopy.lock``); the
+keeper's thread, which looks every ``poll_s``, hands over any idle store asked for: it flushes
+it, marks the copy clean at its commit, closes it and releases the lock, and the waiter then
+reuses the copy from disk. A store in use by a task is never handed over: the waiter waits for
+its task, as it always did. The keeper also closes stores left idle for ``idle_s`` and, beyond
+``max_stores``, the least recently used ones.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verstore._core import VersionedStore
+from verstore.checkpoint.layout import CommitRef
+from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
+from verstore.checkpoint.stats import CommitStats
+
+log = logging.getLogger("verstore.checkpoint")
+
+Maintenance = Callable[[], dict[str, object]]
+"""What a commit left to do once its store is idle (``post_commit.after_commit`` after a flush);
+returns the copy's upload map afterwards."""
+
+
+@dataclass(eq=False)
+class HeldStore:
+    """A committed partition store, open, its local copy locked by this process.
+
+    Attributes:
+        local: The local copy; its lock is held.
+        store: The open store, holding exactly ``commit``'s state.
+        copy_of: What the copy is of (``PartitionStore``'s lineage and partitioning).
+        commit: The commit the store holds.
+        uploaded: The copy's upload map (``uploads``), updated by a snapshot.
+        memory_limit_mb: The memory limit the store was opened with.
+        stats: The commit's statistics, to which the deferred work adds (a snapshot's bytes).
+        maintenance: Work the commit left for later (None: done).
+    """
+
+    local: LocalCopy
+    store: VersionedStore
+    copy_of: str
+    commit: CommitRef
+    uploaded: dict[str, object]
+    memory_limit_mb: int | None
+    stats: CommitStats
+    maintenance: Maintenance | None = None
+    idle_since: float = field(default_factory=time.monotonic)
+    #: Held while the keeper's thread works on the store; a task taking it waits.
+    busy: threading.Lock = field(default_factory=threading.Lock)
+
+    def settle(self) -> None:
+        """Makes the local copy on disk what the store holds: flush, then ``LOCAL.json`` clean
+        at ``commit`` (the rest of any due maintenance is due again at the next commit)."""
+        if self.maintenance is None:
+            return
+        self.maintenance = None
+        self.store.flush()
+        self.local.write_state(LocalState(self.copy_of, self.commit, True, self.uploaded))
+
+    def maintain(self) -> None:
+        """Runs the commit's deferred work (it logs its own failures, never raises them)."""
+        work, self.maintenance = self.maintenance, None
+        if work is not None:
+            self.uploaded = work()
+
+    def close_store(self) -> None:
+        """Settles the copy and closes the store, keeping the lock. A store that fails to
+        close leaves the copy marked for a rebuild."""
+        try:
+            self.settle()
+            self.store.close()
+        except BaseException:
+            self.local.forget()
+            raise
+
+    def close(self) -> None:
+        """:meth:`close_store`, then releases the lock whatever happens."""
+        try:
+            self.close_store()
+        finally:
+            self.local.unlock()
+
+    def discard(self) -> None:
+        """Closes the store without settling it (the copy stays as ``LOCAL.json`` says) and
+        releases the lock; logs a failure."""
+        try:
+            self.store.close()
+        except Exception as e:
+            log.warning("closing the kept store of %s failed: %s", self.local.dir, e)
+            self.local.forget()
+        finally:
+            self.local.unlock()
+
+
+class Keeper:
+    """The stores a process keeps open between tasks.
+
+    Args:
+        idle_s: Close a store left unused this long.
+        max_stores: Keep at most this many open; beyond, the least recently used close.
+        poll_s: How often the thread looks for handoff requests and idle stores.
+        background: Whether a thread of the keeper hands stores over and closes idle ones
+            (without one, the owner calls :meth:`tick`).
+        maintain: Whether that thread also runs the work commits deferred (without, the owner
+            calls :meth:`run_maintenance`: a deterministic simulation does).
+    """
+
+    def __init__(
+        self,
+        *,
+        idle_s: float = 30.0,
+        max_stores: int = 8,
+        poll_s: float = 0.02,
+        background: bool = True,
+        maintain: bool = True,
+    ) -> None:
+        if max_stores < 1:
+            raise ValueError(f"max_stores must be >= 1, got {max_stores!r}")
+        self.idle_s, self.max_stores, self.poll_s = idle_s, max_stores, poll_s
+        self._held: dict[Path, HeldStore] = {}
+        self._mutex = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._background = background
+        self._maintain_in_thread = background and maintain
+        self._pid = os.getpid()
+
+    # -- tasks --------------------------------------------------------------------------------
+
+    def take(self, directory: Path) -> HeldStore | None:
+        """The store held for the local copy ``directory``, now the caller's (its deferred
+        work done first), or None."""
+        with self._mutex:
+            held = self._held.pop(directory, None)
+        if held is None:
+            return None
+        with held.busy:  # the thread's work on it, if any, ends first
+            pass
+        if not held.local.still_locked():
+            held.discard()  # its directory was deleted under it
+            return None
+        return held
+
+    def keep(self, held: HeldStore) -> None:
+        """Holds a committed store until a task takes it, another process asks for it, it is
+        idle for ``idle_s`` or more than ``max_stores`` are held."""
+        held.idle_since = time.monotonic()
+        with self._mutex:
+            previous = self._held.pop(held.local.dir, None)
+            self._held[held.local.dir] = held
+        if previous is not None:  # a caller's bug: two stores of one copy cannot both be open
+            previous.discard()
+        if self._background:
+            self._start_thread()
+            self._wake.set()
+        else:
+            self._evict()
+
+    def held(self) -> list[Path]:
+        """The local copies whose stores are held (for tests and metrics)."""
+        with self._mutex:
+            return list(self._held)
+
+    def working(self) -> bool:
+        """Whether deferred commit work is waiting or running (benchmarks time it apart)."""
+        with self._mutex:
+            entries = list(self._held.values())
+        return any(h.maintenance is not None or h.busy.locked() for h in entries)
+
+    # -- the keeper's work --------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One round: hands over stores other processes ask for, closes idle and surplus ones,
+        and (with a thread) runs the deferred work of commits."""
+        now = time.monotonic()
+        with self._mutex:
+            entries = list(self._held.values())
+        for held in entries:
+            asked = (held.local.dir / HANDOFF).exists()
+            if not held.local.still_locked():
+                self._release(held, "its directory was deleted", settle=False)
+            elif asked or now - held.idle_since >= self.idle_s:
+                self._release(held, "handed over" if asked else "idle")
+            elif self._maintain_in_thread and held.maintenance is not None:
+                self._maintain(held)
+        self._evict()
+
+    def run_maintenance(self) -> None:
+        """Runs every held store's deferred commit work now, in the calling thread."""
+        with self._mutex:
+            entries = list(self._held.values())
+        for held in entries:
+            self._maintain(held, raise_crash=True)
+
+    def close_all(self) -> None:
+        """Closes every held store (at exit; a test's end)."""
+        with self._mutex:
+            entries = list(self._held.values())
+        for held in entries:
+            self._release(held, "closing")
+
+    def discard_all(self) -> None:
+        """Drops every held store as a process that dies would: the copies stay as
+        ``LOCAL.json`` says, the locks go."""
+        with self._mutex:
+            entries, self._held = list(self._held.values()), {}
+        for held in entries:
+            with held.busy:
+                held.discard()
+
+    def stop(self) -> None:
+        """Stops the thread and closes every held store."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        self.close_all()
+
+    def _maintain(self, held: HeldStore, raise_crash: bool = False) -> None:
+        with held.busy:
+            with self._mutex:
+                if self._held.get(held.local.dir) is not held:
+                    return  # a task took it
+            try:
+                held.maintain()
+            except BaseException as e:
+                # The commit is durable; what the failed work left is unknown, as after a
+                # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
+                with self._mutex:
+                    self._held.pop(held.local.dir, None)
+                held.discard()
+                if raise_crash:
+                    raise
+                log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
+
+    def _release(self, held: HeldStore, why: str, settle: bool = True) -> None:
+        with self._mutex:
+            if self._held.get(held.local.dir) is not held:
+                return
+            del self._held[held.local.dir]
+        with held.busy:
+            if not settle:
+                held.discard()
+                return
+            try:
+                held.close()
+            except Exception as e:
+                log.warning("%s: closing the kept store (%s) failed: %s", held.local.dir, why, e)
+
+    def _evict(self) -> None:
+        with self._mutex:
+            surplus = sorted(self._held.values(), key=lambda h: h.idle_since)
+            surplus = surplus[: max(0, len(surplus) - self.max_stores)]
+        for held in surplus:
+            self._release(held, "over max_stores")
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="verstore-keeper", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            try:
+                self.tick()
+            except Exception as e:  # the thread must outlive any one store's trouble
+                log.warning("verstore keeper: %s", e)
+
+    # -- the process's keeper -----------------------------------------------------------------
+
+    @classmethod
+    def for_process(cls, *, idle_s: float = 30.0, max_stores: int = 8) -> Keeper:
+        """The keeper of this process (a new one in a forked child: locks and threads are not
+        the parent's to use). Its stores are closed when the interpreter exits normally."""
+        global _PROCESS_KEEPER
+        with _PROCESS_MUTEX:
+            keeper = _PROCESS_KEEPER
+            if keeper is None or keeper._pid != os.getpid():
+                keeper = _PROCESS_KEEPER = cls(idle_s=idle_s, max_stores=max_stores)
+                atexit.register(keeper.stop)
+            keeper.idle_s, keeper.max_stores = idle_s, max_stores
+            return keeper
+
+
+_PROCESS_KEEPER: Keeper | None = None
+_PROCESS_MUTEX = threading.Lock()
+
+
+__all__ = ["HeldStore", "Keeper"]

@@ -1,0 +1,285 @@
+"""Stores kept open between tasks (``verstore.checkpoint.keeper``, docs/checkpoint.md "Stores
+kept open"): reuse in the same process, handoff to another process, a holder killed with
+SIGKILL, a kept store that the partition moved past, failures of the deferred commit work.
+
+The simulation (tests/test_checkpoint_simulation.py) interleaves these with every other event
+of the protocol; these tests pin each one down with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
+from verstore.checkpoint.keeper import Keeper
+from verstore.checkpoint.local import HANDOFF
+from verstore.exceptions import FencedError
+
+OPTIONS = CheckpointOptions(snapshot_interval=3, lock_timeout_s=20)
+
+
+def open_store(
+    root: Path, local: Path, version: int, keeper: Keeper | None = None, **kw: object
+) -> PartitionStore:
+    return PartitionStore.open(
+        str(root),
+        "prices",
+        0,
+        version,
+        local,
+        history_retention_ms=1_000,
+        options=kw.pop("options", OPTIONS),  # type: ignore[arg-type]
+        keeper=keeper,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def commit_batches(root: Path, local: Path, start: int, count: int, keeper: Keeper | None) -> None:
+    """Commits versions ``start + 1 .. start + count``: key k holds the batch number."""
+    for batch in range(start, start + count):
+        part = open_store(root, local, batch, keeper)
+        write_batch(part, batch)
+        part.commit()
+
+
+def write_batch(part: PartitionStore, batch: int) -> None:
+    part.store.put(b"k", str(batch).encode(), batch)
+    part.store.put(f"k{batch}".encode(), b"x", batch)
+
+
+def expect_state(part: PartitionStore, last_batch: int) -> None:
+    assert part.store.get(b"k").value == str(last_batch).encode()
+    for batch in range(last_batch + 1):
+        assert part.store.get(f"k{batch}".encode()).value == b"x"
+    assert part.store.get(f"k{last_batch + 1}".encode()) is None
+
+
+def copy_state(local: Path) -> dict[str, object]:
+    return json.loads((local / "prices" / "q=default" / "p=0" / "LOCAL.json").read_text())
+
+
+def test_the_next_task_in_the_process_finds_the_store_open(tmp_path: Path) -> None:
+    keeper = Keeper(background=False)
+    try:
+        commit_batches(tmp_path / "root", tmp_path / "local", 0, 5, keeper)
+        part = open_store(tmp_path / "root", tmp_path / "local", 5, keeper)
+        assert part.stats.kept_open and part.stats.reused and not part.stats.rebuilt
+        expect_state(part, 4)
+        write_batch(part, 5)
+        part.commit()
+        # The commit deferred its flush: the copy on disk is not clean until that runs.
+        assert copy_state(tmp_path / "local")["clean"] is False
+        keeper.run_maintenance()
+        state = copy_state(tmp_path / "local")
+        assert state["clean"] is True and state["version"] == 6
+        keeper.close_all()
+        # Closed: the lock is free and the copy on disk serves the next open as it is.
+        part = open_store(tmp_path / "root", tmp_path / "local", 6)
+        assert part.stats.reused and not part.stats.kept_open
+        expect_state(part, 5)
+        part.abort()
+    finally:
+        keeper.stop()
+
+
+def test_snapshots_and_cleanup_run_after_the_task(tmp_path: Path) -> None:
+    keeper = Keeper(background=False)
+    root = tmp_path / "root"
+    options = CheckpointOptions(snapshot_interval=2, min_versions_to_retain=2, orphan_grace_s=0)
+    try:
+        for batch in range(6):
+            part = open_store(root, tmp_path / "local", batch, keeper, options=options)
+            part.store.put(b"k", str(batch).encode(), batch)
+            part.commit()
+            assert not part.commit_stats.snapshot  # type: ignore[union-attr]
+            keeper.run_maintenance()
+        names = sorted(p.name for p in (root / "prices" / "q=default" / "p=0").iterdir())
+        assert [n for n in names if n.endswith(".snapshot")], names
+        assert not any(n.startswith("1-") for n in names), "cleanup ran"
+        keeper.close_all()
+        fresh = open_store(root, tmp_path / "elsewhere", 6, read_only=True)
+        assert fresh.stats.snapshot is not None and fresh.store.get(b"k").value == b"5"
+        fresh.abort()
+    finally:
+        keeper.stop()
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from verstore.checkpoint import CheckpointOptions, PartitionStore
+    from verstore.checkpoint.keeper import Keeper
+
+    root, local, batches, maintain = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    keeper = Keeper(maintain=maintain == "maintain")
+    for batch in range(batches):
+        part = PartitionStore.open(root, "prices", 0, batch, local, history_retention_ms=1_000,
+                                   options=CheckpointOptions(snapshot_interval=3), keeper=keeper)
+        part.store.put(b"k", str(batch).encode(), batch)
+        part.store.put(f"k{batch}".encode(), b"x", batch)
+        part.commit()
+    if maintain == "maintain":
+        while Path(local, "prices/q=default/p=0/LOCAL.json").read_text().find('"clean": true') < 0:
+            time.sleep(0.01)
+    print("holding", flush=True)
+    sys.stdin.readline()
+    print("held" if keeper.held() else "handed over", flush=True)
+    """
+)
+
+
+def start_holder(tmp_path: Path, batches: int, maintain: str) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HOLDER,
+            str(tmp_path / "root"),
+            str(tmp_path / "local"),
+            str(batches),
+            maintain,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+    return holder
+
+
+@pytest.mark.parametrize("maintain", ["maintain", "defer"])
+def test_another_process_gets_the_store_handed_over(tmp_path: Path, maintain: str) -> None:
+    """A task in another Python worker asks for the kept store and gets the copy, clean,
+    without waiting out the lock timeout; the holder no longer holds it."""
+    holder = start_holder(tmp_path, 4, maintain)
+    try:
+        started = time.monotonic()
+        part = open_store(tmp_path / "root", tmp_path / "local", 4)
+        waited = time.monotonic() - started
+        assert part.stats.reused and not part.stats.rebuilt
+        expect_state(part, 3)
+        part.store.put(b"k", b"4", 4)
+        part.commit()
+        assert waited < OPTIONS.lock_timeout_s / 2
+        assert not (tmp_path / "local" / "prices" / "q=default" / "p=0" / HANDOFF).exists()
+        out, _ = holder.communicate("\n", timeout=30)
+        assert out.strip() == "handed over"
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+@pytest.mark.parametrize("maintain", ["maintain", "defer"])
+def test_a_holder_killed_loses_nothing_committed(tmp_path: Path, maintain: str) -> None:
+    """SIGKILL of a process holding a store: before its deferred flush the copy is dirty and
+    rebuilt; after it the copy is clean and reused. Either way every commit is there."""
+    holder = start_holder(tmp_path, 5, maintain)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.communicate(timeout=30)
+    part = open_store(tmp_path / "root", tmp_path / "local", 5)
+    if maintain == "maintain":
+        assert part.stats.reused
+    else:
+        assert part.stats.rebuilt
+    expect_state(part, 4)
+    part.abort()
+
+
+def test_a_kept_store_the_partition_moved_past(tmp_path: Path) -> None:
+    """A worker keeps version 2 while another executor commits 3 and 4: the next open in the
+    worker catches the kept store up; a zombie's open of version 2 is fenced and leaves the
+    copy usable."""
+    keeper = Keeper(background=False)
+    root = tmp_path / "root"
+    try:
+        commit_batches(root, tmp_path / "local", 0, 2, keeper)
+        commit_batches(root, tmp_path / "other", 2, 2, None)
+        with pytest.raises(FencedError, match="stale"):
+            open_store(root, tmp_path / "local", 1, keeper)
+        assert keeper.held() == []  # the fenced open closed the kept store
+        part = open_store(root, tmp_path / "local", 4, keeper)
+        assert part.stats.replayed == 2 and not part.stats.rebuilt
+        expect_state(part, 3)
+        write_batch(part, 4)
+        part.commit()
+        commit_batches(root, tmp_path / "other", 5, 1, None)  # moves on without this executor
+        part = open_store(root, tmp_path / "local", 6, keeper)
+        assert part.stats.kept_open and part.stats.replayed == 1
+        expect_state(part, 5)
+        part.abort()
+        part = open_store(root, tmp_path / "local", 6, keeper)
+        assert part.stats.rebuilt and not part.stats.kept_open  # abort dropped the kept store
+        expect_state(part, 5)
+        part.abort()
+    finally:
+        keeper.stop()
+
+
+def test_a_failure_of_the_deferred_work_keeps_the_commit(tmp_path: Path) -> None:
+    """The deferred work fails (a full disk): the commit stands, the kept store is dropped,
+    and the next open reads the committed state from the copy on disk."""
+    keeper = Keeper(background=False)
+    root = tmp_path / "root"
+    try:
+        commit_batches(root, tmp_path / "local", 0, 2, keeper)
+
+        def fail(step: str) -> None:
+            if step == "after_local_state":
+                raise OSError("simulated: no space left on device")
+
+        faults.set_hook(fail)
+        try:
+            with pytest.raises(OSError, match="no space"):
+                keeper.run_maintenance()
+        finally:
+            faults.set_hook(None)
+        assert keeper.held() == []
+        part = open_store(root, tmp_path / "local", 2, keeper)
+        assert not part.stats.kept_open
+        expect_state(part, 1)
+        part.abort()
+    finally:
+        keeper.stop()
+
+
+def test_the_keepers_thread_hands_over_and_closes_idle_stores(tmp_path: Path) -> None:
+    keeper = Keeper(idle_s=0.2, poll_s=0.01)
+    try:
+        commit_batches(tmp_path / "root", tmp_path / "local", 0, 3, keeper)
+        deadline = time.monotonic() + 10
+        while keeper.held() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert keeper.held() == []
+        state = copy_state(tmp_path / "local")
+        assert state["clean"] is True and state["version"] == 3
+    finally:
+        keeper.stop()
+
+
+def test_a_keeper_holds_at_most_max_stores(tmp_path: Path) -> None:
+    keeper = Keeper(background=False, max_stores=2)
+    try:
+        for partition in range(4):
+            part = PartitionStore.open(
+                str(tmp_path / "root"),
+                "prices",
+                partition,
+                0,
+                tmp_path / "local",
+                history_retention_ms=1_000,
+                keeper=keeper,
+            )
+            part.store.put(b"k", b"v", 1)
+            part.commit()
+        held = sorted(p.name for p in keeper.held())
+        assert held == ["p=2", "p=3"]
+    finally:
+        keeper.stop()
