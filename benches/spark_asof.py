@@ -352,13 +352,24 @@ class Result:
 
 
 def run(
-    spark: Any, name: str, data_dir: Path, work: Path, batches: list[Batch], partitions: int
+    spark: Any,
+    name: str,
+    data_dir: Path,
+    work: Path,
+    batches: list[Batch],
+    partitions: int,
+    kept_stores_per_worker: int | None = None,
 ) -> Result:
     """Runs one pipeline over every input file (availableNow) and checks its output."""
     import verstore.spark
 
     shutil.rmtree(work, ignore_errors=True)
-    verstore.spark.configure(spark, str(work / "verstore"), local_dir=str(work / "local"))
+    verstore.spark.configure(
+        spark,
+        str(work / "verstore"),
+        local_dir=str(work / "local"),
+        kept_stores_per_worker=kept_stores_per_worker,
+    )
     outputs: dict[int, pa.Table] = {}
 
     def sink(df: Any, batch_id: int) -> None:

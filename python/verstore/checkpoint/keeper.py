@@ -71,6 +71,8 @@ class HeldStore:
     idle_since: float = field(default_factory=time.monotonic)
     #: Held while the keeper's thread works on the store; a task taking it waits.
     busy: threading.Lock = field(default_factory=threading.Lock)
+    #: Closed or discarded: the lock is no longer this store's to use.
+    closed: bool = False
 
     def settle(self) -> None:
         """Makes the local copy on disk what the store holds: flush, then ``LOCAL.json`` clean
@@ -90,6 +92,9 @@ class HeldStore:
     def close_store(self) -> None:
         """Settles the copy and closes the store, keeping the lock. A store that fails to
         close leaves the copy marked for a rebuild."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.settle()
             self.store.close()
@@ -107,6 +112,9 @@ class HeldStore:
     def discard(self) -> None:
         """Closes the store without settling it (the copy stays as ``LOCAL.json`` says) and
         releases the lock; logs a failure."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.store.close()
         except Exception as e:
