@@ -531,11 +531,11 @@ class Simulation(RuleBasedStateMachine):
     @rule(
         executor=st.integers(0, EXECUTORS - 1),
         worker=st.integers(1, WORKERS - 1),
-        how=st.sampled_from(["dies", "closes idle stores"]),
+        how=st.sampled_from(["dies", "closes idle stores", "settles idle stores"]),
     )
     def worker_ends(self, executor: int, worker: int, how: str) -> None:
-        """A Python worker dies holding the stores it kept (killed, out of memory), or closes
-        them (idle too long, too many)."""
+        """A Python worker dies holding the stores it kept (killed, out of memory), closes
+        them (idle too long, too many), or settles them (idle a while: flushed and clean)."""
         keeper = self.keepers[(executor, worker)]
         if not keeper.held() or any(
             (a.executor, a.worker) == (executor, worker) for a in self.pending
@@ -544,6 +544,8 @@ class Simulation(RuleBasedStateMachine):
         event(f"worker {how}")
         if how == "dies":
             keeper.discard_all()
+        elif how == "settles idle stores":
+            keeper.run_maintenance(settle=True)
         else:
             keeper.close_all()
 

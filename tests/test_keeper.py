@@ -74,9 +74,11 @@ def test_the_next_task_in_the_process_finds_the_store_open(tmp_path: Path) -> No
         expect_state(part, 4)
         write_batch(part, 5)
         part.commit()
-        # The commit deferred its flush: the copy on disk is not clean until that runs.
-        assert copy_state(tmp_path / "local")["clean"] is False
+        # The commit deferred its flush: the copy on disk is not clean until the keeper
+        # settles the store (idle for settle_s, handed over or closed).
         keeper.run_maintenance()
+        assert copy_state(tmp_path / "local")["clean"] is False
+        keeper.run_maintenance(settle=True)
         state = copy_state(tmp_path / "local")
         assert state["clean"] is True and state["version"] == 6
         keeper.close_all()
@@ -119,7 +121,7 @@ HOLDER = textwrap.dedent(
     from verstore.checkpoint.keeper import Keeper
 
     root, local, batches, maintain = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    keeper = Keeper(maintain=maintain == "maintain")
+    keeper = Keeper(maintain=maintain == "maintain", settle_s=0.05)
     for batch in range(batches):
         part = PartitionStore.open(root, "prices", 0, batch, local, history_retention_ms=1_000,
                                    options=CheckpointOptions(snapshot_interval=3), keeper=keeper)
@@ -229,7 +231,7 @@ def test_a_failure_of_the_deferred_work_keeps_the_commit(tmp_path: Path) -> None
     keeper = Keeper(background=False)
     root = tmp_path / "root"
     try:
-        commit_batches(root, tmp_path / "local", 0, 2, keeper)
+        commit_batches(root, tmp_path / "local", 0, 3, keeper)  # the third's snapshot is due
 
         def fail(step: str) -> None:
             if step == "after_local_state":
@@ -242,9 +244,9 @@ def test_a_failure_of_the_deferred_work_keeps_the_commit(tmp_path: Path) -> None
         finally:
             faults.set_hook(None)
         assert keeper.held() == []
-        part = open_store(root, tmp_path / "local", 2, keeper)
+        part = open_store(root, tmp_path / "local", 3, keeper)
         assert not part.stats.kept_open
-        expect_state(part, 1)
+        expect_state(part, 2)
         part.abort()
     finally:
         keeper.stop()

@@ -4,22 +4,25 @@ Opening a partition's store and closing it again costs every micro-batch a Rocks
 memtable flush on the task's path. A :class:`Keeper` lets a committed store stay open in the
 process that committed it, with its local copy's lock held, so that the next task of that
 partition in the same process finds it open. The commit then writes its changelog and nothing
-else on the task's path: the memtable flush, marking the copy clean, a snapshot when one is
-due and cleanup (``post_commit``) run afterwards in the keeper's thread, as Spark's own state
-stores upload snapshots in maintenance.
+else on the task's path. The rest runs in the keeper's thread, as Spark's own state stores
+upload snapshots in maintenance: when a snapshot is due, a flush, the snapshot and cleanup
+(``post_commit``) right after the commit; otherwise nothing until the store is *settled*
+(flushed, ``LOCAL.json`` clean at its commit), which happens when it has been idle for
+``settle_s``, is handed over or closed. Until then RocksDB flushes when its memtables fill, so
+a store taken again soon gets many batches into one flush.
 
 The commit's changelog makes it durable, so nothing held here is needed for durability: a
-process that dies holding a store leaves a local copy that is rebuilt or caught up, exactly as
-after any crash.
+process that dies holding a store leaves a local copy that is reused when the store was
+settled, and rebuilt or caught up otherwise, exactly as after any crash.
 
 **Handoff.** The lock of a held store belongs to the process holding it. Another process that
 needs the local copy (a task of the partition scheduled in another Python worker) touches
 ``HANDOFF`` in the copy's directory while it waits for the lock (``local.LocalCopy.lock``); the
-keeper's thread, which looks every ``poll_s``, hands over any idle store asked for: it flushes
-it, marks the copy clean at its commit, closes it and releases the lock, and the waiter then
-reuses the copy from disk. A store in use by a task is never handed over: the waiter waits for
-its task, as it always did. The keeper also closes stores left idle for ``idle_s`` and, beyond
-``max_stores``, the least recently used ones.
+keeper's thread, which looks every ``poll_s``, hands over any idle store asked for: it settles
+it, closes it and releases the lock, and the waiter then reuses the copy from disk. A store in
+use by a task is never handed over: the waiter waits for its task, as it always did. The
+keeper also closes stores left idle for ``idle_s`` and, beyond ``max_stores``, the least
+recently used ones.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ from verstore.checkpoint.stats import CommitStats
 
 log = logging.getLogger("verstore.checkpoint")
 
-Maintenance = Callable[[], dict[str, object]]
+Maintenance = Callable[[], tuple[dict[str, object], bool]]
 """What a commit left to do once its store is idle (``post_commit.after_commit`` after a flush);
-returns the copy's upload map afterwards."""
+returns the copy's upload map afterwards and whether the copy on disk is now clean at the
+commit."""
 
 
 @dataclass(eq=False)
@@ -73,21 +77,24 @@ class HeldStore:
     busy: threading.Lock = field(default_factory=threading.Lock)
     #: Closed or discarded: the lock is no longer this store's to use.
     closed: bool = False
+    #: The copy on disk is clean at ``commit`` (flushed, ``LOCAL.json`` says so).
+    settled: bool = False
 
     def settle(self) -> None:
         """Makes the local copy on disk what the store holds: flush, then ``LOCAL.json`` clean
         at ``commit`` (the rest of any due maintenance is due again at the next commit)."""
-        if self.maintenance is None:
-            return
         self.maintenance = None
+        if self.settled:
+            return
         self.store.flush()
         self.local.write_state(LocalState(self.copy_of, self.commit, True, self.uploaded))
+        self.settled = True
 
     def maintain(self) -> None:
         """Runs the commit's deferred work (it logs its own failures, never raises them)."""
         work, self.maintenance = self.maintenance, None
         if work is not None:
-            self.uploaded = work()
+            self.uploaded, self.settled = work()
 
     def close_store(self) -> None:
         """Settles the copy and closes the store, keeping the lock. A store that fails to
@@ -129,6 +136,8 @@ class Keeper:
 
     Args:
         idle_s: Close a store left unused this long.
+        settle_s: Settle a store left unused this long (flush it, ``LOCAL.json`` clean), so
+            that a process that dies after it leaves a copy that is reused, not rebuilt.
         max_stores: Keep at most this many open; beyond, the least recently used close.
         poll_s: How often the thread looks for handoff requests and idle stores.
         background: Whether a thread of the keeper hands stores over and closes idle ones
@@ -141,6 +150,7 @@ class Keeper:
         self,
         *,
         idle_s: float = 30.0,
+        settle_s: float = 10.0,
         max_stores: int = 8,
         poll_s: float = 0.02,
         background: bool = True,
@@ -148,7 +158,8 @@ class Keeper:
     ) -> None:
         if max_stores < 1:
             raise ValueError(f"max_stores must be >= 1, got {max_stores!r}")
-        self.idle_s, self.max_stores, self.poll_s = idle_s, max_stores, poll_s
+        self.idle_s, self.settle_s, self.max_stores = idle_s, settle_s, max_stores
+        self.poll_s = poll_s
         self._held: dict[Path, HeldStore] = {}
         self._mutex = threading.Lock()
         self._wake = threading.Event()
@@ -214,16 +225,20 @@ class Keeper:
                 self._release(held, "its directory was deleted", settle=False)
             elif asked or now - held.idle_since >= self.idle_s:
                 self._release(held, "handed over" if asked else "idle")
-            elif self._maintain_in_thread and held.maintenance is not None:
-                self._maintain(held)
+            elif self._maintain_in_thread and (
+                held.maintenance is not None
+                or (not held.settled and now - held.idle_since >= self.settle_s)
+            ):
+                self._maintain(held, settle=held.maintenance is None)
         self._evict()
 
-    def run_maintenance(self) -> None:
-        """Runs every held store's deferred commit work now, in the calling thread."""
+    def run_maintenance(self, *, settle: bool = False) -> None:
+        """Runs every held store's deferred commit work now, in the calling thread; with
+        ``settle``, settles them too (as the thread does with stores idle for ``settle_s``)."""
         with self._mutex:
             entries = list(self._held.values())
         for held in entries:
-            self._maintain(held, raise_crash=True)
+            self._maintain(held, raise_crash=True, settle=settle)
 
     def close_all(self) -> None:
         """Closes every held store (at exit; a test's end)."""
@@ -249,13 +264,15 @@ class Keeper:
             self._thread.join()
         self.close_all()
 
-    def _maintain(self, held: HeldStore, raise_crash: bool = False) -> None:
+    def _maintain(self, held: HeldStore, raise_crash: bool = False, settle: bool = False) -> None:
         with held.busy:
             with self._mutex:
                 if self._held.get(held.local.dir) is not held:
                     return  # a task took it
             try:
                 held.maintain()
+                if settle:
+                    held.settle()
             except BaseException as e:
                 # The commit is durable; what the failed work left is unknown, as after a
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.

@@ -40,6 +40,7 @@ from verstore.checkpoint.post_commit import after_commit
 from verstore.checkpoint.rebuild import restore_base
 from verstore.checkpoint.replay import replay
 from verstore.checkpoint.reuse import check_not_behind_local, commits_to_catch_up
+from verstore.checkpoint.snapshot import snapshot_due
 from verstore.checkpoint.stats import CommitStats, OpenStats, Progress
 from verstore.exceptions import FencedError, MissingVersionError, StoreClosedError
 from verstore.location import TMP_MARK, Location
@@ -368,7 +369,9 @@ class PartitionStore:
 
     def _keep(self, store: VersionedStore, new: CommitRef, stats: CommitStats) -> None:
         """Hands the committed store, and the lock, to the keeper; what a commit does after
-        its changelog (a flush first, then ``post_commit``) runs there, off the task's path."""
+        its changelog runs there, off the task's path: when a snapshot is due, a flush and
+        ``post_commit``; else nothing until the keeper settles the store (flush, ``LOCAL.json``
+        clean) when it stays idle, is handed over or closed."""
         try:
             faults.step("after_changelog")
         except BaseException:
@@ -378,9 +381,13 @@ class PartitionStore:
         graph, opened, options = self._graph, self.stats.commit, self._options
         held: HeldStore
 
-        def maintenance() -> dict[str, Any]:
+        def maintenance() -> tuple[dict[str, Any], bool]:
+            if not snapshot_due(graph, opened, options.snapshot_interval):
+                # The flush waits for the keeper to settle the store: a store taken again
+                # soon gets many batches into one flush (or RocksDB's own, when full).
+                return held.uploaded, False
             store.flush()
-            return after_commit(
+            uploaded = after_commit(
                 store,
                 location,
                 files,
@@ -393,6 +400,7 @@ class PartitionStore:
                 options=options,
                 stats=stats,
             )
+            return uploaded, "marking the local copy clean" not in stats.deferred
 
         held = HeldStore(
             local, store, copy_of, new, self._uploaded, self._memory_limit_mb, stats, maintenance
@@ -478,7 +486,7 @@ class PartitionStore:
         self.stats.previous_commit = held.stats
         if not above:
             self.stats.reused = True
-            return False
+            return not held.settled  # LOCAL.json still says dirty
         self._local.write_state(
             LocalState(self._copy_of, None, clean=False, uploaded=held.uploaded)
         )
