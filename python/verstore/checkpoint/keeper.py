@@ -116,16 +116,18 @@ class HeldStore:
         finally:
             self.local.unlock()
 
-    def discard(self) -> None:
+    def discard(self, gone: bool = False) -> None:
         """Closes the store without settling it (the copy stays as ``LOCAL.json`` says) and
-        releases the lock; logs a failure."""
+        releases the lock; logs a failure (quietly when its directory is ``gone``: RocksDB's
+        close then fails to write what it flushes, and nothing needs it)."""
         if self.closed:
             return
         self.closed = True
         try:
             self.store.close()
         except Exception as e:
-            log.warning("closing the kept store of %s failed: %s", self.local.dir, e)
+            level = logging.DEBUG if gone else logging.WARNING
+            log.log(level, "closing the kept store of %s failed: %s", self.local.dir, e)
             self.local.forget()
         finally:
             self.local.unlock()
@@ -181,7 +183,7 @@ class Keeper:
         with held.busy:  # the thread's work on it, if any, ends first
             pass
         if not held.local.still_locked():
-            held.discard()  # its directory was deleted under it
+            held.discard(gone=True)  # its directory was deleted under it
             return None
         return held
 
@@ -290,7 +292,7 @@ class Keeper:
             del self._held[held.local.dir]
         with held.busy:
             if not settle:
-                held.discard()
+                held.discard(gone=True)
                 return
             try:
                 held.close()
