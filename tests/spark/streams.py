@@ -20,6 +20,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -79,6 +80,19 @@ def read_sources(
 
 #: Whether the tests run on Spark Connect (``conftest.py``).
 CONNECT = os.environ.get("VERSTORE_SPARK_CONNECT") == "1"
+
+
+def wipe_local(local: Path) -> None:
+    """Deletes the executors' local store copies, as a lost disk does. The Python workers that
+    kept stores open in them live on in a test session (a lost disk takes its workers along):
+    a worker's keeper may close such a store while the directory goes, and RocksDB's close
+    writes into it, so this deletes until nothing is left."""
+    for _ in range(100):
+        shutil.rmtree(local, ignore_errors=True)
+        if not local.exists():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{local} could not be deleted")
 
 
 class Collector:

@@ -11,7 +11,6 @@ replaces its output, as an idempotent sink does.
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     generate,
     normalized,
     run_available_now,
+    wipe_local,
     write_batches,
 )
 
@@ -97,7 +97,7 @@ def run_with_restart(spark: Any, tmp_path: Path, local: Path) -> tuple[Collector
     first_run_batch_2 = sink.batches[2]
     assert sink.calls == [0, 1, 2]
     assert local.is_dir()
-    shutil.rmtree(local)
+    wipe_local(local)
 
     write(tmp_path, batches[3:], start_at=3)
     sink.fail_on_batch = None

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +22,7 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     generate,
     normalized,
     run_available_now,
+    wipe_local,
     write_batches,
 )
 
@@ -39,7 +39,7 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
     _, stream_pa, _, table_pa = gen_schemas(False)
     write_batches(tmp_path / "orders", tmp_path / "prices", batches[:2], stream_pa, table_pa)
     first = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
-    shutil.rmtree(local)  # the next run rebuilds every partition store
+    wipe_local(local)  # the next run rebuilds every partition store
     write_batches(
         tmp_path / "orders", tmp_path / "prices", batches[2:], stream_pa, table_pa, start=2
     )
