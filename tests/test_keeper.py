@@ -312,8 +312,9 @@ WORKER = textwrap.dedent(
                                        keeper=keeper)
         except FencedError:
             continue  # the other worker committed twice while this one waited
+        deleted = None if version % 5 == 0 else "x"
         for key, value, ts in [(f"k{version % 7}", str(version), version * 10),
-                               (f"k{version % 3}", None if version % 5 == 0 else "x", version * 10)]:
+                               (f"k{version % 3}", deleted, version * 10)]:
             part.store.put(key.encode(), None if value is None else value.encode(), ts)
         part.commit()
         print(version + 1, flush=True)
