@@ -356,8 +356,8 @@ class Run:
                 f"{m['live_segments']} segments, {m['disk_bytes'] / 1e6:.1f} MB on disk; "
                 f"changelogs {m['changelog_bytes'] / 1e3:.0f} kB, "
                 f"snapshots {m['snapshot_bytes'] / 1e6:.2f} MB; partitions reused "
-                f"{m['reused']} / caught up {m['caught_up']} / rebuilt {m['rebuilt']} "
-                f"({m['rebuild_ms']} ms)",
+                f"{m['reused']} (still open {m['kept_open']}) / caught up {m['caught_up']} / "
+                f"rebuilt {m['rebuilt']} ({m['rebuild_ms']} ms)",
                 flush=True,
             )
 
@@ -429,6 +429,17 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def wipe(local_dir: Path) -> None:
+    """Deletes the executors' local store copies, as a lost disk does. The Python workers that
+    kept stores open in them live on here (a lost disk takes its workers along), and one may be
+    closing such a store, which writes into it, while it goes: delete until nothing is left."""
+    for _ in range(100):
+        shutil.rmtree(local_dir, ignore_errors=True)
+        if not local_dir.exists():
+            return
+        time.sleep(0.05)
+
+
 def run_job(args: argparse.Namespace, workdir: Path) -> int:
     import verstore.spark
     from pyspark.sql import SparkSession
@@ -478,7 +489,7 @@ def run_job(args: argparse.Namespace, workdir: Path) -> int:
             if first == stop:
                 continue
             if first > 0:
-                shutil.rmtree(local_dir, ignore_errors=True)
+                wipe(local_dir)
                 print(
                     f"-- query stopped after batch {first - 1}; executor local disk wiped; "
                     "restarting from the checkpoint --",

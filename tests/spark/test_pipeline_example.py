@@ -23,7 +23,8 @@ BATCH_LINE = re.compile(
     r"out ([\d,]+) rows, [\d.]+ s, checkpoint [\d.]+ MB\n"
     r"  store: ([\d,]+) rows put, ([\d,]+) too late, ([\d,]+) keys, [\d,]+ history rows, "
     r"\d+ segments, [\d.]+ MB on disk; changelogs \d+ kB, snapshots [\d.]+ MB; "
-    r"partitions reused (\d+) / caught up (\d+) / rebuilt (\d+) \(\d+ ms\)$",
+    r"partitions reused (\d+) \(still open (\d+)\) / caught up (\d+) / rebuilt (\d+) "
+    r"\(\d+ ms\)$",
     flags=re.M,
 )
 
@@ -69,9 +70,12 @@ def test_pipeline_runs_and_matches_oracle(tmp_path: Path) -> None:
         put, late = int(m[6].replace(",", "")), int(m[7].replace(",", ""))
         assert 0 < put + late <= prices  # every price update is put or too late (or a tie)
         assert int(m[8].replace(",", "")) > 0  # keys with a latest price
-    opened = {b: (int(m[9]), int(m[10]), int(m[11])) for b, m in lines.items()}
+    opened = {b: (int(m[9]), int(m[11]), int(m[12])) for b, m in lines.items()}
     # New stores; reused local copies; a restart on a wiped local disk: all rebuilt; reused.
     assert opened == {0: (0, 0, 0), 1: (3, 0, 0), 2: (0, 0, 3), 3: (3, 0, 0)}
+    # Of those reused, the ones still open in their Python worker (by default workers keep
+    # them); a wiped disk takes them along.
+    assert int(lines[2][10]) == 0 and all(int(m[10]) <= int(m[9]) for m in lines.values())
     assert "restarting from the checkpoint" in out
     assert re.search(r"^throughput: 1,200 output rows in [\d.]+ s .*: [\d,]+ rows/s$", out, re.M)
 
