@@ -10,7 +10,13 @@ event goes back as one JSON object per line on stdout:
 * ``{"done": result}`` or ``{"error": [class names, message, traceback]}`` when a command ends.
 
 Commands: ``open`` (an attempt: open, dump what it opened, apply the batch's writes), ``commit``,
-``abort``, ``reset``. ``open`` and ``commit`` carry the faults to inject while they run:
+``abort``, ``settle``, ``reset``. With ``"keep": true`` an open takes the store from the process's
+keeper when it holds it, and the commit leaves the store there (``verstore.checkpoint.keeper``);
+the work the commit defers then runs right after it, inside the command, so that it stops at
+its steps too (and, with ``"settle": true``, the store is settled: flushed and clean); its
+failures are not the commit's, as in the keeper's thread. The keeper's own thread hands kept
+stores over to other processes that ask. ``settle`` settles every kept store of the process.
+``open`` and ``commit`` carry the faults to inject while they run:
 
 * ``raise_at``: step -> message, an ``OSError`` raised at that step;
 * ``stream``: ``[nth, after]``, the nth output stream the command opens on the checkpoint
@@ -36,11 +42,15 @@ import pyarrow.fs as pafs
 import verstore
 import verstore._core as core
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults, layout
+from verstore.checkpoint.keeper import Keeper
 from verstore.location import Location
 
 _plan: dict[str, Any] = {}
 _leaked: list[Any] = []
 _parts: dict[str, PartitionStore] = {}
+#: Stores this process keeps open between its tasks; handoffs run in the keeper's thread, the
+#: deferred commit work in the commit command (``run``).
+_keeper = Keeper(idle_s=float("inf"), settle_s=float("inf"), poll_s=0.005, maintain=False)
 
 
 def send(obj: Any) -> None:
@@ -178,6 +188,10 @@ def run(command: dict[str, Any]) -> Any:
     if cmd == "reset":
         _leaked.clear()
         _parts.clear()
+        _keeper.discard_all()
+        return None
+    if cmd == "settle":
+        _maintain(settle=True)
         return None
     if cmd == "open":
         attempt = bytes.fromhex(command["attempt"])
@@ -194,10 +208,13 @@ def run(command: dict[str, Any]) -> Any:
             options=CheckpointOptions(**command["options"]),
             num_partitions=command["num_partitions"],
             progress=progress,
+            keeper=_keeper if command.get("keep") else None,
         )
         opened = [part.opened.version, part.opened.attempt.hex()]
         how = (
-            "reused"
+            "kept open"
+            if part.stats.kept_open
+            else "reused"
             if part.stats.reused
             else "rebuilt"
             if part.stats.rebuilt
@@ -222,11 +239,22 @@ def run(command: dict[str, Any]) -> Any:
     if cmd == "commit":
         version = part.commit()
         stats = part.commit_stats
+        if part.keeps_open:
+            _maintain(settle=bool(command.get("settle")))
         return {"version": version, "deferred": stats.deferred if stats else []}
     if cmd == "abort":
         part.abort()
         return None
     raise ValueError(f"unknown command {cmd!r}")
+
+
+def _maintain(settle: bool) -> None:
+    """The kept stores' deferred work; a failure drops the store (the keeper does) and is the
+    keeper's to log, not the task's to raise."""
+    try:
+        _keeper.run_maintenance(settle=settle)
+    except Exception as e:
+        _leaked.append(e)
 
 
 def main() -> None:

@@ -19,7 +19,11 @@ opens, commits, snapshots and cleanups step by step, and a run stays a function 
   from the nth on during an open or a commit (when the extension has the hook), and
   ``test_harsh_full_disk`` runs the checkpoint and the executors' disks on a small tmpfs that a
   ballast file fills to a few kilobytes (root only);
-* snapshot uploads and cleanup deletions that raise, wiped executor disks, a second lineage.
+* snapshot uploads and cleanup deletions that raise, wiped executor disks, a second lineage;
+* **kept stores**: task processes 1 and 2 keep the stores they commit open between tasks
+  (process 0 closes them at commit); another process that opens such a copy has it handed
+  over by the keeper's thread of the holder; the work a commit defers runs, step by step, in
+  the commit's command; processes die holding kept stores, settled or not.
 
 The invariants are the existing simulation's: every open returns exactly the contents of a
 committed commit, the one the winning chain served for the requested version while the open
@@ -282,6 +286,7 @@ class HarshSimulation(Simulation):
     abort_attempt = None  # type: ignore[assignment]
     late_zombie_opens = None  # type: ignore[assignment]
     crash_during_rebuild = None  # type: ignore[assignment]
+    worker_ends = None  # type: ignore[assignment]
 
     def local(self, executor: int) -> Path:
         if self.disk is not None:
@@ -429,10 +434,12 @@ class HarshSimulation(Simulation):
         worker(task.worker).send(command)
         self.drive(task)
 
-    def free_worker(self) -> int | None:
+    def free_worker(self, data: st.DataObject | None = None) -> int | None:
         busy = {task.worker for task in self.pending}
         free = [index for index in range(WORKERS) if index not in busy]
-        return free[0] if free else None
+        if not free:
+            return None
+        return data.draw(st.sampled_from(free), label="worker") if data else free[0]
 
     def faults(self, data: st.DataObject, steps: tuple[str, ...]) -> tuple[dict[str, Any], bool]:
         """Draws the faults of one command: ``(plan, faulty)``."""
@@ -491,7 +498,7 @@ class HarshSimulation(Simulation):
     ) -> Task | None:
         if lineage is None:
             lineage = data.draw(st.sampled_from(sorted(self.started)), label="lineage")
-        index = self.free_worker()
+        index = self.free_worker(data)
         batch = self.batch[lineage] - back
         if index is None or batch < 0 or self.busy(lineage, partition, executor):
             return None
@@ -539,6 +546,7 @@ class HarshSimulation(Simulation):
                 "keys": [k.hex() for k in task.keys],
                 "ops": [[k.hex(), None if v is None else v.hex(), ts] for k, v, ts in ops],
                 "faults": plan,
+                "keep": index != 0,
             },
         )
         return task
@@ -558,7 +566,9 @@ class HarshSimulation(Simulation):
         plan, faulty = self.faults(data, tuple(COMMIT_STEPS))
         task.phase, task.pause, task.faulty = "committing", set(pause), faulty
         self.touched = (task.lineage, task.partition)
-        self.start(task, {"cmd": "commit", "attempt": task.attempt.hex(), "faults": plan})
+        settle = data.draw(st.sampled_from([False, False, True]), label="settle")
+        command = {"cmd": "commit", "attempt": task.attempt.hex(), "faults": plan}
+        self.start(task, command | {"settle": settle})
 
     @rule(data=st.data(), partitions=st.sets(st.integers(0, PARTITIONS - 1)))
     def run_batch(self, data: st.DataObject, partitions: set[int]) -> None:
@@ -605,6 +615,30 @@ class HarshSimulation(Simulation):
             return
         worker(task.worker).send({"cmd": "go"})
         self.drive(task)
+
+    @rule(index=st.integers(0, WORKERS - 1), how=st.sampled_from(["dies", *["settles"] * 3]))
+    def idle_worker_ends(self, index: int, how: str) -> None:
+        """A task process without a task dies with the stores it keeps (settled or not), or
+        settles them."""
+        if any(task.worker == index for task in self.pending):
+            return
+        event(f"idle worker {how}")
+        if how == "dies":
+            kill_worker(index)
+        else:
+            worker(index).send({"cmd": "settle"})
+            assert worker(index).receive() == {"done": None}
+
+    @rule(executor=st.integers(0, EXECUTORS - 1))
+    def lose_local_disk(self, executor: int) -> None:
+        """A lost disk takes the node's processes along: the idle task processes (which may
+        keep stores on it) are killed first."""
+        if any(task.executor == executor for task in self.pending):
+            return
+        for index in range(WORKERS):
+            if not any(task.worker == index for task in self.pending):
+                kill_worker(index)
+        super().lose_local_disk(executor)
 
     def kill(self, task: Task) -> None:
         """SIGKILL: no ``finally`` block runs; the OS closes the process's files and locks."""
