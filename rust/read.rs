@@ -328,26 +328,20 @@ pub(crate) fn versions(
         to,
         tombstones: false,
     };
-    let mut out = Vec::new();
-    walk_versions(
+    collect_versions(
         client,
         state,
         key,
         window,
-        &mut |value, timestamp, valid_to| {
-            if let Some(value) = value {
-                out.push(VersionedRecord {
-                    value: value.to_vec(),
-                    timestamp,
-                    valid_to,
-                });
-            }
+        order,
+        |value, timestamp, valid_to| {
+            value.map(|value| VersionedRecord {
+                value: value.to_vec(),
+                timestamp,
+                valid_to,
+            })
         },
-    )?;
-    if order == ResultOrder::Ascending {
-        out.reverse();
-    }
-    Ok(out)
+    )
 }
 
 /// [`versions`] with the tombstones still stored, each in its place in the key's order with
@@ -365,19 +359,39 @@ pub(crate) fn versions_with_tombstones(
         to,
         tombstones: true,
     };
+    collect_versions(
+        client,
+        state,
+        key,
+        window,
+        order,
+        |value, timestamp, valid_to| {
+            Some(Version {
+                value: value.map(<[u8]>::to_vec),
+                timestamp,
+                valid_to,
+            })
+        },
+    )
+}
+
+/// The versions [`walk_versions`] visits in `window`, as `make` builds them (None: left out),
+/// in `order`.
+fn collect_versions<T>(
+    client: &(impl ReadClient + ?Sized),
+    state: &State,
+    key: &[u8],
+    window: Window,
+    order: ResultOrder,
+    make: impl Fn(Option<&[u8]>, i64, Option<i64>) -> Option<T>,
+) -> Result<Vec<T>> {
     let mut out = Vec::new();
     walk_versions(
         client,
         state,
         key,
         window,
-        &mut |value, timestamp, valid_to| {
-            out.push(Version {
-                value: value.map(<[u8]>::to_vec),
-                timestamp,
-                valid_to,
-            });
-        },
+        &mut |value, timestamp, valid_to| out.extend(make(value, timestamp, valid_to)),
     )?;
     if order == ResultOrder::Ascending {
         out.reverse();
