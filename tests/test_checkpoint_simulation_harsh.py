@@ -264,6 +264,8 @@ class HarshSimulation(Simulation):
         else:
             self.uri = str(self.root)
         self._dumps: dict[tuple[str, int, CommitRef, tuple[bytes, ...]], Any] = {}
+        #: Task processes that may keep a store open (they committed one with a keeper).
+        self.keeping: set[int] = set()
         for index in range(WORKERS):
             worker(index).send({"cmd": "reset"})
             assert worker(index).receive() == {"done": None}
@@ -402,6 +404,8 @@ class HarshSimulation(Simulation):
         )
 
     def commit_ended(self, task: Task, error: list[Any] | None) -> None:
+        if task.worker != 0 and error is None:
+            self.keeping.add(task.worker)
         if task.durable:
             # After the commit point, failures are logged and made up for later, never raised
             # into the task (docs/checkpoint.md, "Commit"): Spark would retry a durable commit.
@@ -616,15 +620,17 @@ class HarshSimulation(Simulation):
         worker(task.worker).send({"cmd": "go"})
         self.drive(task)
 
-    @rule(index=st.integers(0, WORKERS - 1), how=st.sampled_from(["dies", *["settles"] * 3]))
-    def idle_worker_ends(self, index: int, how: str) -> None:
+    @precondition(lambda self: self.keeping - {t.worker for t in self.pending})
+    @rule(data=st.data(), how=st.sampled_from(["dies", "settles"]))
+    def idle_worker_ends(self, data: st.DataObject, how: str) -> None:
         """A task process without a task dies with the stores it keeps (settled or not), or
         settles them."""
-        if any(task.worker == index for task in self.pending):
-            return
+        idle = sorted(self.keeping - {t.worker for t in self.pending})
+        index = data.draw(st.sampled_from(idle), label="worker")
         event(f"idle worker {how}")
         if how == "dies":
             kill_worker(index)
+            self.keeping.discard(index)
         else:
             worker(index).send({"cmd": "settle"})
             assert worker(index).receive() == {"done": None}
@@ -638,12 +644,14 @@ class HarshSimulation(Simulation):
         for index in range(WORKERS):
             if not any(task.worker == index for task in self.pending):
                 kill_worker(index)
+                self.keeping.discard(index)
         super().lose_local_disk(executor)
 
     def kill(self, task: Task) -> None:
         """SIGKILL: no ``finally`` block runs; the OS closes the process's files and locks."""
         event(f"killed at {task.paused_at or 'open attempt'}")
         kill_worker(task.worker)
+        self.keeping.discard(task.worker)
         self.pending.remove(task)
         if not task.durable:
             self.outcomes.setdefault((task.lineage, task.batch, task.partition), []).append(
