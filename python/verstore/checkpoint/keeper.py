@@ -44,9 +44,9 @@ from verstore.checkpoint.stats import CommitStats
 log = logging.getLogger("verstore.checkpoint")
 
 Maintenance = Callable[[], tuple[dict[str, object], bool]]
-"""What a commit left to do once its store is idle (``post_commit.after_commit`` after a flush);
-returns the copy's upload map afterwards and whether the copy on disk is now clean at the
-commit."""
+"""What a commit left to do once its store is idle: when a snapshot is due, a flush and
+``post_commit.after_commit``, else nothing. Returns the copy's upload map afterwards and whether
+the copy on disk is now clean at the commit."""
 
 
 @dataclass(eq=False)
@@ -91,7 +91,8 @@ class HeldStore:
         self.settled = True
 
     def maintain(self) -> None:
-        """Runs the commit's deferred work (it logs its own failures, never raises them)."""
+        """Runs the commit's deferred work. ``after_commit`` logs its own failures; a flush
+        that fails raises (the keeper then drops the store)."""
         work, self.maintenance = self.maintenance, None
         if work is not None:
             self.uploaded, self.settled = work()
