@@ -379,3 +379,22 @@ def test_two_workers_take_turns_and_get_killed(tmp_path: Path) -> None:
             assert part.store.versions(key) == model.versions(key), key
     finally:
         part.abort()
+
+
+def test_a_snapshot_overdue_by_an_interval_is_taken_on_the_tasks_path(tmp_path: Path) -> None:
+    """Workers that die right after their commits lose the snapshots they deferred; once the
+    chain has gone two intervals without one, the commit takes it itself."""
+    keeper = Keeper(background=False)
+    root = tmp_path / "root"
+    options = CheckpointOptions(snapshot_interval=2)
+    try:
+        for batch in range(5):
+            part = open_store(root, tmp_path / "local", batch, keeper, options=options)
+            write_batch(part, batch)
+            part.commit()
+            keeper.discard_all()  # the worker dies before its deferred work runs
+        names = [p.name for p in (root / "prices" / "q=default" / "p=0").iterdir()]
+        snapshots = sorted(int(n.split("-")[0]) for n in names if n.endswith(".snapshot"))
+        assert snapshots == [4]
+    finally:
+        keeper.stop()

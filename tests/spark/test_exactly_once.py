@@ -11,6 +11,9 @@ replaces its output, as an idempotent sink does.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from verstore.spark._runtime import FAIL_AFTER_COMMIT
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)
+    CONNECT,
     OUT_COLUMNS,
     Batch,
     Collector,
@@ -140,3 +144,73 @@ def test_restart_with_checkpoint_on_s3(
     )
     run_with_restart(spark, tmp_path, local)
     assert_versions_and_snapshots(f"s3://{prefix}", s3_server)
+
+
+def python_workers(spark: Any) -> list[int]:
+    """The session's Python worker processes: the children of the PySpark daemon that its JVM
+    started (``pyspark.daemon`` forks one per worker)."""
+    jvm = spark.sparkContext._gateway.proc.pid
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"pyspark.daemon" not in (entry / "cmdline").read_bytes():
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    daemons = {pid for pid, parent in parents.items() if parent == jvm}
+    return [pid for pid, parent in parents.items() if parent in daemons]
+
+
+class KillingCollector(Collector):
+    """Kills every Python worker of the session with SIGKILL once a batch's output is in,
+    while they keep the batch's stores open (the sink runs on the driver)."""
+
+    def __init__(self, spark: Any) -> None:
+        super().__init__()
+        self.spark = spark
+        self.killed = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        super().__call__(df, batch_id)
+        for pid in python_workers(self.spark):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                self.killed += 1
+
+
+@pytest.mark.skipif(CONNECT, reason="the sink kills from the driver's foreachBatch")
+def test_python_workers_killed_holding_kept_stores(spark: Any, tmp_path: Path) -> None:
+    """The Python workers that keep the stores open are killed with SIGKILL after every
+    micro-batch: each next batch starts new workers, rebuilds what was not settled, and the
+    output is exactly the oracle's."""
+    root = tmp_path / "verstore"
+    verstore.spark.configure(
+        spark, str(root), local_dir=str(tmp_path / "local"), snapshot_interval=1
+    )
+    batches = generate(43, batches=3)
+    write(tmp_path, batches)
+    sink = KillingCollector(spark)
+    query = run_available_now(start(spark, tmp_path), tmp_path / "chk", sink)
+    assert sink.killed >= 2 * len(batches) - 2, "the workers were there to kill"
+    assert_matches_oracle(sink, batches)
+    opened = [
+        verstore.spark.progress_metrics(p, "verstore.asof")
+        for p in query.recentProgress
+        if p.batchId > 0
+    ]
+    assert all(m is not None and m["kept_open"] == 0 for m in opened)
+    assert sum(m["rebuilt"] + m["reused"] for m in opened if m) == 2 * (len(batches) - 1)
+    # Every version is on the winning chain. A snapshot the keeper defers may die with its
+    # worker here; one overdue by a whole interval is taken on the task's path, so the newest
+    # snapshot is never two intervals (of 1) behind the tip.
+    files = verstore.spark.inspect(str(root), "asof").to_pylist()
+    for p in (0, 1):
+        mine = [f for f in files if f["partition"] == p]
+        winning = {f["version"] for f in mine if f["winning"] and f["kind"] == "changelog"}
+        assert winning >= set(range(1, len(batches) + 1))
+        newest = max(f["version"] for f in mine if f["kind"] == "snapshot")
+        assert newest > len(batches) - 2

@@ -371,7 +371,8 @@ class PartitionStore:
         """Hands the committed store, and the lock, to the keeper; what a commit does after
         its changelog runs there, off the task's path: when a snapshot is due, a flush and
         ``post_commit``; else nothing until the keeper settles the store (flush, ``LOCAL.json``
-        clean) when it stays idle, is handed over or closed."""
+        clean) when it stays idle, is handed over or closed. A snapshot overdue by a whole
+        interval (the keeper's were lost) is taken here, on the task's path."""
         try:
             faults.step("after_changelog")
         except BaseException:
@@ -406,6 +407,19 @@ class PartitionStore:
             local, store, copy_of, new, self._uploaded, self._memory_limit_mb, stats, maintenance
         )
         self._serving, self._store, self._kept = new, None, True
+        if snapshot_due(graph, opened, 2 * options.snapshot_interval):
+            # Snapshots deferred to the keeper were lost twice over (workers that die right
+            # after their tasks): this one is taken here, so that rebuilds and cleanup progress.
+            try:
+                held.maintain()
+            except Exception as e:
+                log.warning("%s: the overdue snapshot failed: %s", files.describe(), e)
+                stats.deferred.append("the snapshot")
+                held.discard()
+                return
+            except BaseException:
+                held.discard()
+                raise
         assert self._keeper is not None
         self._keeper.keep(held)
 
