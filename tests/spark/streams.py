@@ -437,3 +437,15 @@ OUT_COLUMNS = [
     "order_id", "region", "item", "qty", "t", "batch",
     "price", "currency", "table_valid_from", "table_valid_to",
 ]  # fmt: skip
+
+
+def run_join_matching_oracle(spark: Any, tmp_path: Path, batches: list[Batch]) -> Any:
+    """Runs ``gen_join`` over ``batches`` (written under ``tmp_path``) into a sink, checks its
+    output against the oracle and returns the query."""
+    _, stream_pa, _, table_pa = gen_schemas(False)
+    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
+    sink = Collector()
+    query = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", sink)
+    expected = gen_oracle(batches, how="left", tie_breaker="seq")
+    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    return query

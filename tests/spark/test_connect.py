@@ -15,14 +15,10 @@ import verstore.spark
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)
-    OUT_COLUMNS,
-    Collector,
     gen_join,
-    gen_oracle,
     gen_schemas,
     generate,
-    normalized,
-    run_available_now,
+    run_join_matching_oracle,
     write_batches,
 )
 
@@ -33,13 +29,7 @@ def test_metrics_are_in_the_progress_and_partition_metrics_says_where(
     spark: Any, verstore_root: Path, tmp_path: Path
 ) -> None:
     batches = generate(95, batches=2)
-    _, stream_pa, _, table_pa = gen_schemas(False)
-    write_batches(tmp_path / "orders", tmp_path / "prices", batches, stream_pa, table_pa)
-    sink = Collector()
-    query = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", sink)
-
-    expected = gen_oracle(batches, how="left", tie_breaker="seq")
-    assert normalized(sink.rows(), OUT_COLUMNS) == normalized(expected, OUT_COLUMNS)
+    query = run_join_matching_oracle(spark, tmp_path, batches)
     metrics = {
         p.batchId: verstore.spark.progress_metrics(p, "verstore.asof") for p in query.recentProgress
     }

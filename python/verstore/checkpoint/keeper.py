@@ -43,10 +43,10 @@ from verstore.checkpoint.stats import CommitStats
 
 log = logging.getLogger("verstore.checkpoint")
 
-Maintenance = Callable[[], tuple[dict[str, object], bool]]
+Maintenance = Callable[[dict[str, object]], tuple[dict[str, object], bool]]
 """What a commit left to do once its store is idle: when a snapshot is due, a flush and
-``post_commit.after_commit``, else nothing. Returns the copy's upload map afterwards and whether
-the copy on disk is now clean at the commit."""
+``post_commit.after_commit``, else nothing. Given the copy's upload map, returns it afterwards
+and whether the copy on disk is now clean at the commit."""
 
 
 @dataclass(eq=False)
@@ -95,7 +95,7 @@ class HeldStore:
         that fails raises (the keeper then drops the store)."""
         work, self.maintenance = self.maintenance, None
         if work is not None:
-            self.uploaded, self.settled = work()
+            self.uploaded, self.settled = work(self.uploaded)
 
     def close_store(self) -> None:
         """Settles the copy and closes the store, keeping the lock. A store that fails to
@@ -225,7 +225,7 @@ class Keeper:
         for held in entries:
             asked = (held.local.dir / HANDOFF).exists()
             if not held.local.still_locked():
-                self._release(held, "its directory was deleted", settle=False)
+                self._release(held, "its directory was deleted", gone=True)
             elif asked or now - held.idle_since >= self.idle_s:
                 self._release(held, "handed over" if asked else "idle")
             elif self._maintain_in_thread and (
@@ -286,13 +286,14 @@ class Keeper:
                     raise
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
 
-    def _release(self, held: HeldStore, why: str, settle: bool = True) -> None:
+    def _release(self, held: HeldStore, why: str, gone: bool = False) -> None:
+        """Closes a held store (settled first), or drops it when its directory is ``gone``."""
         with self._mutex:
             if self._held.get(held.local.dir) is not held:
                 return
             del self._held[held.local.dir]
         with held.busy:
-            if not settle:
+            if gone:
                 held.discard(gone=True)
                 return
             try:

@@ -24,6 +24,9 @@ from verstore.location import Location
 
 log = logging.getLogger("verstore.checkpoint")
 
+#: The step of ``CommitStats.deferred`` that leaves the local copy not marked clean.
+MARK_CLEAN = "marking the local copy clean"
+
 
 def after_commit(
     store: VersionedStore,
@@ -58,7 +61,7 @@ def after_commit(
     try:
         local.write_state(LocalState(lineage, new, True, uploaded))
     except Exception as e:
-        deferred("marking the local copy clean", e)
+        deferred(MARK_CLEAN, e)
         return uploaded
     faults.step("after_local_state")
     if not snapshot_due(graph, opened, options.snapshot_interval):
@@ -80,4 +83,4 @@ def after_commit(
     return uploaded
 
 
-__all__ = ["after_commit"]
+__all__ = ["MARK_CLEAN", "after_commit"]

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -36,7 +36,7 @@ from verstore.checkpoint.local import LocalCopy, LocalState
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.checkpoint.options import CheckpointOptions
 from verstore.checkpoint.partitioning import Partitioning
-from verstore.checkpoint.post_commit import after_commit
+from verstore.checkpoint.post_commit import MARK_CLEAN, after_commit
 from verstore.checkpoint.rebuild import restore_base
 from verstore.checkpoint.replay import replay
 from verstore.checkpoint.reuse import check_not_behind_local, commits_to_catch_up
@@ -349,19 +349,7 @@ class PartitionStore:
         try:
             faults.step("after_changelog")
             self._serving = new
-            self._uploaded = after_commit(
-                store,
-                self._location,
-                self._files,
-                self._local,
-                self._copy_of,
-                graph=self._graph,
-                opened=self.stats.commit,
-                new=new,
-                uploaded=self._uploaded,
-                options=self._options,
-                stats=stats,
-            )
+            self._uploaded = self._after_commit(store, new, self._uploaded, stats)
         finally:
             if not self._release_quietly(f"committed version {new.version}"):
                 stats.deferred.append("closing the store")
@@ -378,42 +366,25 @@ class PartitionStore:
         except BaseException:
             self._release_quietly(f"committed version {new.version}")
             raise
-        location, files, local, copy_of = self._location, self._files, self._local, self._copy_of
-        graph, opened, options = self._graph, self.stats.commit, self._options
-        held: HeldStore
-
-        def maintenance() -> tuple[dict[str, Any], bool]:
-            if not snapshot_due(graph, opened, options.snapshot_interval):
-                # The flush waits for the keeper to settle the store: a store taken again
-                # soon gets many batches into one flush (or RocksDB's own, when full).
-                return held.uploaded, False
-            store.flush()
-            uploaded = after_commit(
-                store,
-                location,
-                files,
-                local,
-                copy_of,
-                graph=graph,
-                opened=opened,
-                new=new,
-                uploaded=held.uploaded,
-                options=options,
-                stats=stats,
-            )
-            return uploaded, "marking the local copy clean" not in stats.deferred
-
         held = HeldStore(
-            local, store, copy_of, new, self._uploaded, self._memory_limit_mb, stats, maintenance
+            self._local,
+            store,
+            self._copy_of,
+            new,
+            self._uploaded,
+            self._memory_limit_mb,
+            stats,
+            self._deferred_work(store, new, stats),
         )
+        opened, interval = self.stats.commit, self._options.snapshot_interval
         self._serving, self._store, self._kept = new, None, True
-        if snapshot_due(graph, opened, 2 * options.snapshot_interval):
+        if snapshot_due(self._graph, opened, 2 * interval):
             # Snapshots deferred to the keeper were lost twice over (workers that die right
             # after their tasks): this one is taken here, so that rebuilds and cleanup progress.
             try:
                 held.maintain()
             except Exception as e:
-                log.warning("%s: the overdue snapshot failed: %s", files.describe(), e)
+                log.warning("%s: the overdue snapshot failed: %s", self._files.describe(), e)
                 stats.deferred.append("the snapshot")
                 held.discard()
                 return
@@ -422,6 +393,42 @@ class PartitionStore:
                 raise
         assert self._keeper is not None
         self._keeper.keep(held)
+
+    def _deferred_work(
+        self, store: VersionedStore, new: CommitRef, stats: CommitStats
+    ) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bool]]:
+        """What commit ``new`` of a kept store leaves to its keeper (``keeper.Maintenance``).
+        The session's fields it reads no longer change once the commit ended it."""
+
+        def work(uploaded: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+            if not snapshot_due(self._graph, self.stats.commit, self._options.snapshot_interval):
+                # The flush waits for the keeper to settle the store: a store taken again
+                # soon gets many batches into one flush (or RocksDB's own, when full).
+                return uploaded, False
+            store.flush()
+            uploaded = self._after_commit(store, new, uploaded, stats)
+            return uploaded, MARK_CLEAN not in stats.deferred
+
+        return work
+
+    def _after_commit(
+        self, store: VersionedStore, new: CommitRef, uploaded: dict[str, Any], stats: CommitStats
+    ) -> dict[str, Any]:
+        """``post_commit.after_commit`` of commit ``new``, made on the commit this session
+        opened; returns the copy's upload map afterwards."""
+        return after_commit(
+            store,
+            self._location,
+            self._files,
+            self._local,
+            self._copy_of,
+            graph=self._graph,
+            opened=self.stats.commit,
+            new=new,
+            uploaded=uploaded,
+            options=self._options,
+            stats=stats,
+        )
 
     def abort(self) -> None:
         """Drops the uncommitted work and ends the session (the next open rebuilds).
