@@ -398,3 +398,20 @@ def test_a_snapshot_overdue_by_an_interval_is_taken_on_the_tasks_path(tmp_path: 
         assert snapshots == [4]
     finally:
         keeper.stop()
+
+
+def test_a_reader_never_asks_for_a_kept_store(tmp_path: Path) -> None:
+    """A read-only open takes no lock, so a worker keeps its store open while the partition is
+    read on the same executor, and the reader's private copy is gone when it ends."""
+    keeper = Keeper(poll_s=0.005)
+    try:
+        commit_batches(tmp_path / "root", tmp_path / "local", 0, 2, keeper)
+        part = open_store(tmp_path / "root", tmp_path / "local", 2, read_only=True)
+        expect_state(part, 1)
+        part.abort()
+        time.sleep(0.05)  # a request would have been answered by now
+        copy = tmp_path / "local" / "prices" / "q=default" / "p=0"
+        assert keeper.held() == [copy]
+        assert not list(copy.glob(".tmp-*"))
+    finally:
+        keeper.stop()

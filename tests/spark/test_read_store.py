@@ -88,7 +88,12 @@ def expected(model: dict[tuple[Any, ...], list[dict[str, Any]]], as_of: int | No
 def written(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Batch]]:
     """A finished as-of join query (4 micro-batches) and its input."""
     tmp = tmp_path_factory.mktemp("read-store")
-    verstore.spark.configure(spark, str(tmp / "verstore"), local_dir=str(tmp / "local"))
+    # Stores closed at their commits: a store a worker keeps open is settled by its keeper a
+    # while later (a flush), which would change the local copies under the test that checks a
+    # read leaves them alone (a read takes no lock: test_keeper, reader test).
+    verstore.spark.configure(
+        spark, str(tmp / "verstore"), local_dir=str(tmp / "local"), kept_stores_per_worker=0
+    )
     batches = generate(91, batches=4)
     _, stream_pa, _, table_pa = gen_schemas(False)
     write_batches(tmp / "orders", tmp / "prices", batches, stream_pa, table_pa)

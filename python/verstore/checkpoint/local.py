@@ -5,8 +5,10 @@ LOCK          an exclusive flock while a task uses the copy (or a process keeps 
 HANDOFF       touched by a task waiting for the lock: a process keeping the store open hands it over
 LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState)
 db/           the RocksDB working copy (write-ahead log off: the checkpoint is the log)
-.tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint, the private
-              copy of a read-only open); what a crashed task left is removed at the next lock
+.tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint); what a crashed
+              task left is removed at the next lock
+.tmp-read-*   the private copy of a read-only open, which takes no lock (a lock would make a
+              worker hand over a store it keeps open); removed by its reader, or once an hour old
 ```
 
 The copy is a cache. It is trusted only when ``LOCAL.json`` says it is clean at a commit that is
@@ -81,6 +83,10 @@ class LocalState:
 
 #: The file a task waiting for the lock touches: a request to hand a kept-open store over.
 HANDOFF = "HANDOFF"
+#: A read-only open's private copy (it takes no lock), ``<mark><32 hex>``.
+READER_MARK = f"{TMP_MARK}read-"
+#: Younger private copies of readers are theirs still; older ones a crashed reader left.
+READER_GRACE_S = 3600.0
 
 
 class LocalCopy:
@@ -121,8 +127,12 @@ class LocalCopy:
 
     def remove_temporaries(self) -> None:
         """Removes what a crashed task left under a temporary name (a snapshot's checkpoint
-        directory, a read-only copy, a half-written state file). Only with the lock held."""
+        directory, a half-written state file, a reader's copy an hour old). Only with the lock
+        held."""
+        now = time.time()
         for path in self.dir.glob(f"{TMP_MARK}*"):
+            if path.name.startswith(READER_MARK) and _age_s(path, now) < READER_GRACE_S:
+                continue  # a reader's, which holds no lock
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:
@@ -170,4 +180,11 @@ class LocalCopy:
         sync_dir(self.dir)
 
 
-__all__ = ["HANDOFF", "LocalCopy", "LocalState"]
+def _age_s(path: Path, now: float) -> float:
+    try:
+        return now - path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+__all__ = ["HANDOFF", "READER_MARK", "LocalCopy", "LocalState"]

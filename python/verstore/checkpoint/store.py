@@ -32,7 +32,7 @@ from verstore.checkpoint.layout import (
     Listing,
     PartitionFiles,
 )
-from verstore.checkpoint.local import LocalCopy, LocalState
+from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.checkpoint.options import CheckpointOptions
 from verstore.checkpoint.partitioning import Partitioning
@@ -174,6 +174,9 @@ class PartitionStore:
         self._held = self._keeper.take(self._local.dir) if self._keeper else None
         if self._held is not None:
             self._local = self._held.local  # its lock is held
+        elif read_only:
+            # A reader takes no lock: it would make a worker hand over the query's kept store.
+            self._local.dir.mkdir(parents=True, exist_ok=True)
         else:
             self._local.lock(self._options.lock_timeout_s)
         try:
@@ -207,10 +210,11 @@ class PartitionStore:
 
     def _open_locked(self, lineage_files: LineageFiles, progress: Progress | None) -> None:
         """The open, with the local directory locked: settings, the version graph, the state."""
-        self._local.remove_temporaries()
         if self.read_only:
             # A reader never disturbs the working copy: it builds its state privately.
-            self._local.db = self._local.dir / f"{TMP_MARK}read-only-db"
+            self._local.db = self._local.dir / f"{READER_MARK}{uuid.uuid4().hex}"
+        else:
+            self._local.remove_temporaries()
         listing = self._locate(lineage_files, self._settings)
         self._graph = Graph(self._files, listing)
         self._check_not_fenced()
