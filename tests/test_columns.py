@@ -1,7 +1,8 @@
 """encode_rows / decode_rows: typed columns to tuple-encoded bytes and back (docs/format.md).
 
 Round trips of every supported type, order preservation against pyarrow's sort of the typed
-columns, golden bytes that pin the encoding, corruption and unsupported types.
+columns, golden bytes that pin the encoding, corruption and unsupported types; sort_indices,
+the byte order of encoded rows, against pyarrow's stable sort.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 import verstore
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from verstore._core import TUPLE_ENCODING, decode_rows, encode_rows
+from verstore._core import TUPLE_ENCODING, decode_rows, encode_rows, sort_indices
 
 SCHEMA = pa.schema([("sym", pa.string()), ("n", pa.int64()), ("px", pa.float64())])
 
@@ -408,3 +409,28 @@ def test_unsupported_types_are_a_type_error_before_any_row(
 def test_rows_must_be_binary() -> None:
     with pytest.raises(TypeError, match="rows must be a binary array"):
         decode_rows(pa.array([1]), pa.schema([("n", pa.int64())]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=20)), max_size=60),
+    st.integers(min_value=1, max_value=4),
+)
+def test_sort_indices_is_pyarrows_stable_byte_order(keys: list[bytes | None], chunks: int) -> None:
+    # Few distinct bytes (ties, prefixes, lengths around the 16-byte integer prefix).
+    keys = [None if k is None else bytes(b % 3 for b in k) for k in keys]
+    expected = pc.sort_indices(pa.array(keys, pa.binary())).to_pylist()
+    cut = len(keys) // chunks
+    pieces = [keys[i * cut : (i + 1) * cut] for i in range(chunks - 1)] + [
+        keys[(chunks - 1) * cut :]
+    ]
+    chunked = pa.chunked_array([pa.array(p, pa.binary()) for p in pieces], pa.binary())
+    for column in (pa.array(keys, pa.binary()), pa.array(keys, pa.large_binary()), chunked):
+        got = sort_indices(column)
+        assert got.type == pa.uint64()
+        assert got.to_pylist() == expected
+
+
+def test_sort_indices_needs_binary_keys() -> None:
+    with pytest.raises(TypeError, match="keys must be binary"):
+        sort_indices(pa.array([1, 2]))

@@ -630,6 +630,21 @@ def decode_rows(rows: Any, schema: pa.Schema) -> pa.RecordBatch:
         ValueError: A null row and a column of ``schema`` that is not nullable.
     """
 
+def sort_indices(keys: Any) -> pa.UInt64Array:
+    """The indices that sort ``keys`` by their bytes: ascending, stable (equal keys keep their
+    order), nulls last, as ``pyarrow.compute.sort_indices`` orders a binary column.
+
+    Keys made by :func:`encode_rows` order like the rows they encode, so this sorts rows. The
+    GIL is released while sorting.
+
+    Args:
+        keys: A binary column: an array or chunked array (anything with ``__arrow_c_array__``
+            or ``__arrow_c_stream__``), or a list of bytes.
+
+    Raises:
+        TypeError: ``keys`` is not binary.
+    """
+
 def asof_compact(
     data: Any,
     *,
@@ -785,5 +800,6 @@ __all__ = [
     "encode_rows",
     "read_changelog",
     "read_changelog_header",
+    "sort_indices",
     "verify_changelog",
 ]

@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::PyStoreStats>()?;
     m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(columns::sort_indices, m)?)?;
     m.add_function(wrap_pyfunction!(asof::asof_compact, m)?)?;
     m.add_function(wrap_pyfunction!(asof::asof_apply, m)?)?;
     m.add_function(wrap_pyfunction!(asof::asof_lookup, m)?)?;

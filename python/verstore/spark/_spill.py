@@ -243,10 +243,10 @@ class ExternalSorter(_Spilling):
 
 
 def _sort_indices(keys: Any) -> Any:
-    import pyarrow.compute as pc
+    from verstore._core import sort_indices
 
     # a stable sort: rows with equal keys keep their order (see _merge)
-    return pc.sort_indices(keys)
+    return sort_indices(keys)
 
 
 def _merge(runs: list[Iterator[Any]], schema: Any) -> Iterator[Any]:
