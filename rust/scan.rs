@@ -11,7 +11,7 @@
 //! scan started, from any thread, are not seen. A store without a write-ahead log keeps recent
 //! writes in a write buffer (`crate::overlay`); starting a scan writes the buffer to RocksDB
 //! first, so the snapshot holds everything a `get` would see. (Merging the buffer into the scan
-//! instead would mean copying it, up to a quarter of a memtable, for every scan.)
+//! instead would mean copying it, up to its bound, for every scan.)
 //!
 //! **Lazy and bounded.** The snapshot and its iterators borrow the database, so they live on a
 //! thread of their own (the *producer*), which owns a share of the database and sends batches

@@ -110,15 +110,16 @@ class VersionedStore:
                 Checkpointed partition stores turn it off: their durability is the checkpoint.
                 Off, writes also gather in an in-memory write buffer (as Kafka Streams' record
                 cache) that reads see first, written to RocksDB as one sorted batch when it
-                outgrows a quarter of a memtable, on :meth:`flush`, :meth:`create_checkpoint`
-                and :meth:`close`; without a WAL, nothing written since the last flush survives
-                a crash either way.
+                outgrows its bound (16 MiB, or a quarter of ``memory_limit_mb``), on
+                :meth:`flush`, :meth:`create_checkpoint` and :meth:`close`; without a WAL,
+                nothing written since the last flush survives a crash either way.
             record_changes: Record accepted writes for :meth:`take_changelog`, spooled to a
                 file in the store directory (not held in memory).
             memory_limit_mb: About how much memory this store keeps for itself: a quarter for
-                each of RocksDB's two memtables, three eighths for its cache of latest values
-                and an eighth for its cache of long history rows, which single as-of reads
-                answer from (the process-wide block cache is apart). ``None``: 64 MiB
+                the write buffer (without a WAL), an eighth for each of RocksDB's two
+                memtables, three eighths for its cache of latest values and an eighth for its
+                cache of long history rows, which single as-of reads answer from (the
+                process-wide block cache is apart). ``None``: a 16 MiB write buffer, 64 MiB
                 memtables and two 32 MiB caches.
 
         Raises:

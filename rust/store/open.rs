@@ -23,7 +23,7 @@ use crate::state::State;
 const LOCK_FILE: &str = "verstore.lock";
 
 /// The bytes an in-memory store's write buffer holds before it is written to the maps: those
-/// of a persistent store's by default (`RocksOptions::write_buffer_bytes / 4`).
+/// of a persistent store's by default (`RocksOptions::buffer_bytes`).
 const MEMORY_BUFFER_BYTES: usize = 16 << 20;
 
 impl VersionedStore {
@@ -78,7 +78,7 @@ impl VersionedStore {
             store.deferral = Deferral::Allowed { marked: false };
         } else {
             store.buffer = Some(Overlay::default());
-            store.buffer_limit = options.write_buffer_bytes / 4;
+            store.buffer_limit = options.buffer_bytes;
         }
         Ok(store)
     }

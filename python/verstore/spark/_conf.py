@@ -289,7 +289,7 @@ def configure(
         memory_limit_mb: The memory a task's verstore work may use (default 512): half for
             Arrow data (its micro-batch's input while table updates are applied, its output
             until the commit), beyond which it spills to ``local_dir``; half for its open
-            stores' own memory (RocksDB memtables and the cache of latest values), shared among
+            stores' own memory (write buffers, RocksDB memtables, caches), shared among
             them. RocksDB's block cache is one per Python worker, apart (docs/spark.md, sizing).
         progress_metrics: Whether partition-mode queries built after this call report their
             store metrics in the query progress (``observedMetrics``; default True). Spark's

@@ -8,10 +8,11 @@ use super::harness::config;
 use crate::backend::faults::fail_storage_writes;
 use crate::{Error, RocksOptions, StoreConfig, VersionedStore};
 
-/// Small memtables: the write buffer (a quarter of one) is written often.
+/// Small memtables and a write buffer of a quarter of one: the buffer is written often.
 fn without_log() -> RocksOptions {
     RocksOptions {
         write_buffer_bytes: 1 << 20,
+        buffer_bytes: 1 << 18,
         ..RocksOptions::default().with_wal(false)
     }
 }

@@ -22,6 +22,7 @@ impl Backing {
             Self::Buffered => Some(RocksOptions {
                 wal: false,
                 write_buffer_bytes: 2048,
+                buffer_bytes: 512,
                 latest_cache_bytes: 600,
                 row_cache_bytes: 2048,
                 ..RocksOptions::default()
