@@ -86,7 +86,7 @@ impl Txn<'_> {
     }
 
     fn write_row(&mut self, segment: i64, key: &[u8], row: &SegmentRow<'_>) {
-        self.write(storage_key(segment, key), Some(row.encode()));
+        self.write(storage_key(segment, key), Some(row.encode().into()));
     }
 
     /// Writes the key's latest-value entry (`None` removes it; `existed`: there was one) and

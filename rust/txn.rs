@@ -12,6 +12,7 @@
 use crate::backend::{RowRead, Visit, VisitRow};
 use crate::error::Result;
 use crate::format::key::{StorageKey, segment_of};
+use crate::format::short_bytes::ShortBytes;
 use crate::format::segment_value::{Entry, encode_append};
 use crate::overlay::Overlay;
 use crate::spool::Log;
@@ -95,7 +96,7 @@ impl<'s> Txn<'s> {
     }
 
     /// Stages a write (`None` deletes). A row in a history segment registers that segment.
-    pub(crate) fn write(&mut self, key: StorageKey, value: Option<Vec<u8>>) {
+    pub(crate) fn write(&mut self, key: StorageKey, value: Option<ShortBytes>) {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0 && value.is_some()) {
             self.state.segments.insert(segment);
         }

@@ -12,6 +12,8 @@
 //! keyspaces sort after every history segment, and a seek from `00×8` walks history segments in
 //! ascending id order.
 
+use super::short_bytes::ShortBytes;
+
 /// The reserved segment id of the latest-value store.
 pub(crate) const LATEST_SEGMENT: i64 = -1;
 /// The reserved segment id of store metadata.
@@ -29,121 +31,12 @@ pub(crate) fn storage_key(segment: i64, key: &[u8]) -> StorageKey {
     StorageKey::from_parts(&segment_prefix(segment), key)
 }
 
-/// Bytes of a storage key held in place: the prefix and a user key of up to 22 bytes.
-const INLINE: usize = 30;
-
 /// A storage key an overlay or the in-memory backend keeps: in place when short (most are: the
-/// 8-byte prefix and a short user key), else on the heap. A put writes two keys; in place, they
-/// cost no allocation, and a hash map's key comparison reads the entry it probed instead of
-/// following a pointer to another cache line (the key comparisons of the write buffer's map
-/// were its largest cost once the map held every key a batch put touches). Not `smallvec`'s
-/// `SmallVec<[u8; 30]>`: 40 bytes against these 32, and its puts measured slower (the
-/// in-memory one-partition profile's `put_batch`, 89-98 ms a task against 75-86).
-#[derive(Clone)]
-pub(crate) enum StorageKey {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<[u8]>),
-}
-
-impl StorageKey {
-    /// The concatenation of `head` and `tail`.
-    pub(crate) fn from_parts(head: &[u8], tail: &[u8]) -> Self {
-        let len = head.len() + tail.len();
-        match u8::try_from(len) {
-            Ok(short) if len <= INLINE => {
-                let mut bytes = [0; INLINE];
-                bytes[..head.len()].copy_from_slice(head);
-                bytes[head.len()..len].copy_from_slice(tail);
-                Self::Inline { len: short, bytes }
-            }
-            _ => Self::Heap([head, tail].concat().into_boxed_slice()),
-        }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Self::Heap(bytes) => bytes,
-        }
-    }
-
-    /// The key as a `Vec` (no copy of a key on the heap).
-    pub(crate) fn into_vec(self) -> Vec<u8> {
-        match self {
-            Self::Inline { .. } => self.as_slice().to_vec(),
-            Self::Heap(bytes) => bytes.into_vec(),
-        }
-    }
-}
-
-impl From<&[u8]> for StorageKey {
-    fn from(key: &[u8]) -> Self {
-        Self::from_parts(key, &[])
-    }
-}
-
-impl From<Vec<u8>> for StorageKey {
-    fn from(key: Vec<u8>) -> Self {
-        if key.len() <= INLINE {
-            Self::from(key.as_slice())
-        } else {
-            Self::Heap(key.into_boxed_slice())
-        }
-    }
-}
-
-impl std::ops::Deref for StorageKey {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl AsRef<[u8]> for StorageKey {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-/// Hashes and compares as its bytes, so that maps keyed by it are searched with a `&[u8]`.
-impl std::borrow::Borrow<[u8]> for StorageKey {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl std::hash::Hash for StorageKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
-    }
-}
-
-impl PartialEq for StorageKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for StorageKey {}
-
-impl PartialOrd for StorageKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for StorageKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_slice().cmp(other.as_slice())
-    }
-}
-
-impl std::fmt::Debug for StorageKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_slice().fmt(f)
-    }
-}
+/// 8-byte prefix and a user key of up to 22 bytes), else on the heap. A put writes two keys; in
+/// place, they cost no allocation, and a hash map's key comparison reads the entry it probed
+/// instead of following a pointer to another cache line (the key comparisons of the write
+/// buffer's map were its largest cost once the map held every key a batch put touches).
+pub(crate) type StorageKey = ShortBytes;
 
 /// The first storage key after every key of `segment` (`None`: the segment is the last one).
 pub(crate) fn next_prefix(segment: i64) -> Option<[u8; PREFIX_LEN]> {
@@ -193,7 +86,7 @@ mod tests {
             assert_eq!(StorageKey::from(key.clone().into_vec()), key);
             assert_eq!(
                 matches!(key, StorageKey::Inline { .. }),
-                PREFIX_LEN + len <= INLINE
+                PREFIX_LEN + len <= super::super::short_bytes::INLINE
             );
         }
     }

@@ -5,14 +5,12 @@
 //! [8..)    value        raw bytes (may be empty)
 //! ```
 
+use super::short_bytes::ShortBytes;
 use crate::error::{Error, Result};
 
-/// Encodes a latest-value entry.
-pub(crate) fn encode(timestamp: i64, value: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + value.len());
-    out.extend_from_slice(&timestamp.to_be_bytes());
-    out.extend_from_slice(value);
-    out
+/// Encodes a latest-value entry (in place when short).
+pub(crate) fn encode(timestamp: i64, value: &[u8]) -> ShortBytes {
+    ShortBytes::from_parts(&timestamp.to_be_bytes(), value)
 }
 
 /// Decodes a latest-value entry into `(timestamp, value)`.

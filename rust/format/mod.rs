@@ -7,6 +7,7 @@ pub(crate) mod key;
 pub(crate) mod latest_value;
 pub(crate) mod meta;
 pub(crate) mod segment_value;
+pub(crate) mod short_bytes;
 pub(crate) mod tuple;
 
 /// The `N` bytes at `offset`, or `None` when `bytes` is too short.

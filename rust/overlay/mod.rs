@@ -15,6 +15,7 @@
 use crate::backend::Visit;
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, segment_of, storage_key};
+use crate::format::short_bytes::ShortBytes;
 use crate::format::segment_value::merge_appends;
 use crate::view::ReadClient;
 use journal::{Journal, Saved};
@@ -82,7 +83,7 @@ impl Overlay {
 
     /// Adds a write of the store's metadata entry `name` (`None` removes it).
     pub(crate) fn write_metadata(&mut self, name: &[u8], value: Option<Vec<u8>>) {
-        self.write(storage_key(META_SEGMENT, name), value);
+        self.write(storage_key(META_SEGMENT, name), value.map(ShortBytes::from));
     }
 
     /// About how many bytes the pending writes hold.
@@ -158,7 +159,7 @@ impl Overlay {
         }
     }
 
-    pub(crate) fn write(&mut self, key: StorageKey, value: Option<Vec<u8>>) {
+    pub(crate) fn write(&mut self, key: StorageKey, value: Option<ShortBytes>) {
         let base = value.map_or(Base::Deleted, Base::Put);
         self.put(key, Pending::new(base, Vec::new()));
     }

@@ -5,13 +5,16 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 
 use crate::format::key::StorageKey;
+use crate::format::short_bytes::ShortBytes;
 
 /// What a pending write replaces a key's stored value with.
 #[derive(Debug)]
 pub(super) enum Base {
     /// The stored value (nothing written yet).
     Stored,
-    Put(Vec<u8>),
+    /// A new value: in place when short, as a key's latest value mostly is, so that a read of
+    /// it reads the map entry it found instead of following a pointer.
+    Put(ShortBytes),
     Deleted,
     /// Nothing is stored (a read found no value): appends then make a new row, written whole
     /// rather than as a merge operand with no base.

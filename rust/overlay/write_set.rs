@@ -33,7 +33,7 @@ impl Overlay {
             let write = match (pending.base, appends) {
                 (Base::Stored | Base::Absent, None) => continue,
                 (Base::Stored, Some(_)) => Write::Append(pending.appends),
-                (Base::Put(value), None) => Write::Put(value),
+                (Base::Put(value), None) => Write::Put(value.into_vec()),
                 (Base::Put(value), Some(ops)) => {
                     Write::Put(merge_appends(Some(&value), std::iter::once(ops)))
                 }
