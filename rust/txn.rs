@@ -12,8 +12,8 @@
 use crate::backend::{RowRead, Visit, VisitRow};
 use crate::error::Result;
 use crate::format::key::{StorageKey, segment_of};
-use crate::format::short_bytes::ShortBytes;
 use crate::format::segment_value::{Entry, encode_append};
+use crate::format::short_bytes::ShortBytes;
 use crate::overlay::Overlay;
 use crate::spool::Log;
 use crate::state::State;

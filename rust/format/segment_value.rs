@@ -776,6 +776,115 @@ pub(crate) fn lookup_each<'a>(
     Ok(())
 }
 
+/// [`lookup_each`] of the row that `appends` make of `base` (`None`: no row), as
+/// [`merge_appends`] would build it, without building it: a read of a row that has appends in a
+/// write buffer would otherwise copy the whole row for every read. Times from the first appended
+/// version on are answered from the appends, older ones from `base`, walked once. A base that is
+/// a lone tombstone, or inputs that do not fit together, are merged and read as before (which
+/// reports them as the merge does).
+pub(crate) fn lookup_each_appended(
+    base: Option<&[u8]>,
+    appends: &[u8],
+    times: &[i64],
+    location: &dyn Fn() -> String,
+    mut f: impl FnMut(usize, Lookup<'_>) -> Result<()>,
+) -> Result<()> {
+    let Some(split) = AppendedRow::read(base, appends, times) else {
+        let merged = merge_appends(base, std::iter::once(appends));
+        return lookup_each(&merged, times, location, f);
+    };
+    for (k, &t) in times.iter().enumerate() {
+        if let Some(answer) = from_header((split.next_timestamp, split.min_timestamp), t) {
+            f(k, answer)?;
+        } else if let Some(i) = split.entries.iter().rposition(|e| e.timestamp <= t) {
+            let entry = split.entries[i];
+            f(
+                k,
+                Lookup::Found {
+                    timestamp: entry.timestamp,
+                    valid_to: split
+                        .entries
+                        .get(i + 1)
+                        .map_or(split.next_timestamp, |e| e.timestamp),
+                    value: entry.value,
+                },
+            )?;
+        }
+    }
+    let Some((bytes, scanned)) = split.base else {
+        return Ok(());
+    };
+    for (&(_, k), &position) in split.inside.iter().zip(&split.positions) {
+        f(k, found_at(bytes, &scanned, position, location)?)?;
+    }
+    Ok(())
+}
+
+/// A row as its base and the versions appended to it, read for [`lookup_each_appended`].
+struct AppendedRow<'a> {
+    next_timestamp: i64,
+    min_timestamp: i64,
+    /// The appended versions, oldest first (a gap before one is a tombstone entry).
+    entries: Vec<Entry<'a>>,
+    /// The base row, validated, when there is one.
+    base: Option<(&'a [u8], Scanned)>,
+    /// The times the base answers, newest first, as `(t, k)`, and where each falls in it.
+    inside: Vec<(i64, usize)>,
+    positions: Vec<Position>,
+}
+
+impl<'a> AppendedRow<'a> {
+    /// `None` where the merge must decide: no appends, a base that does not scan or is a lone
+    /// tombstone, appends that do not follow it.
+    fn read(base: Option<&'a [u8]>, appends: &'a [u8], times: &[i64]) -> Option<Self> {
+        if appends.is_empty() {
+            return None;
+        }
+        let (mut inside, mut positions) = (Vec::new(), Vec::new());
+        let base = match base {
+            Some(bytes) => {
+                // Times inside the base's own range are the base's to answer (the appends
+                // start where it ends).
+                let (next, min) = (super::read_i64(bytes, 0)?, super::read_i64(bytes, 8)?);
+                inside.extend(
+                    times
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, &t)| (min <= t && t < next).then_some((t, k))),
+                );
+                inside.sort_unstable_by(|a, b| b.cmp(a));
+                let sorted: Vec<i64> = inside.iter().map(|&(t, _)| t).collect();
+                positions = vec![Position::default(); sorted.len()];
+                let scanned = scan(bytes, &sorted, &mut positions)?;
+                if scanned.degenerate {
+                    return None;
+                }
+                Some((bytes, scanned))
+            }
+            None => None,
+        };
+        let appended = decode_appends(base.as_ref().map(|(_, s)| s), std::iter::once(appends))?;
+        let min_timestamp = match (&base, appended.entries.first()) {
+            (Some((_, s)), _) => s.min_timestamp,
+            (None, Some(oldest)) => oldest.timestamp,
+            (None, None) => return None,
+        };
+        let next_timestamp = appended.next_timestamp?;
+        // What `header` refuses in the merged row, the merged read reports.
+        if min_timestamp < 0 || next_timestamp < min_timestamp {
+            return None;
+        }
+        Some(Self {
+            next_timestamp,
+            min_timestamp,
+            entries: appended.entries,
+            base,
+            inside,
+            positions,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -952,6 +1061,32 @@ mod tests {
         bad[24..28].copy_from_slice(&(-2i32).to_be_bytes());
         let err = SegmentRow::decode(&bad, &loc).expect_err("corrupt");
         assert!(err.to_string().contains("test row"), "{err}");
+    }
+
+    /// A lookup's answer as plain data: `(timestamp, valid_to, value, 0)` found, `1` after,
+    /// `(min_timestamp, .., 2)` before.
+    type Flat = (i64, i64, Option<Vec<u8>>, u8);
+
+    /// Every answer of a `lookup_each`-like `read` of `n` times, each given exactly once.
+    fn answers(
+        n: usize,
+        read: impl FnOnce(&mut dyn FnMut(usize, Lookup<'_>) -> Result<()>) -> Result<()>,
+    ) -> Result<Vec<Option<Flat>>> {
+        let mut got: Vec<Option<Flat>> = vec![None; n];
+        read(&mut |k, found| {
+            let flat = match found {
+                Lookup::Found {
+                    timestamp,
+                    valid_to,
+                    value,
+                } => (timestamp, valid_to, value.map(<[u8]>::to_vec), 0),
+                Lookup::After => (0, 0, None, 1),
+                Lookup::Before { min_timestamp } => (min_timestamp, 0, None, 2),
+            };
+            assert!(got[k].replace(flat).is_none(), "time {k} answered twice");
+            Ok(())
+        })?;
+        Ok(got)
     }
 
     type ArbRow = (i64, Vec<(i64, Option<Vec<u8>>)>);
@@ -1214,6 +1349,45 @@ mod tests {
         }
 
         /// `lookup_each` answers every time as `lookup` does, and fails when one of them fails.
+        /// `lookup_each_appended` answers as `lookup_each` on the merged row, valid or not.
+        #[test]
+        fn lookup_each_appended_agrees_with_the_merged_row(
+            (next, entries) in arb_row(),
+            gaps in proptest::collection::vec(
+                (-2i64..3, 1i64..4, proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4))),
+                0..5,
+            ),
+            no_base in any::<bool>(),
+            lone_tombstone in any::<bool>(),
+            edit in proptest::option::of((any::<prop::sample::Index>(), any::<u8>())),
+            times in proptest::collection::vec(0i64..1_100_000, 0..6),
+            near in proptest::collection::vec(-3i64..20, 0..6),
+        ) {
+            let base = if lone_tombstone {
+                SegmentRow::degenerate(next).encode()
+            } else {
+                SegmentRow {
+                    next_timestamp: next,
+                    entries: entries.iter().map(|(t, v)| Entry { timestamp: *t, value: v.as_deref() }).collect(),
+                }.encode()
+            };
+            let base = (!no_base).then_some(&base[..]);
+            let mut op = operand(&appends_after(next, &gaps));
+            if let Some((at, byte)) = edit.filter(|_| !op.is_empty()) {
+                let i = at.index(op.len());
+                op[i] = byte;
+            }
+            // Times around the base's end and the appended versions, and anywhere.
+            let times: Vec<i64> = times.into_iter().chain(near.iter().map(|d| next + d)).collect();
+            let merged = merge_appends(base, std::iter::once(&op[..]));
+            let expected = answers(times.len(), |f| lookup_each(&merged, &times, &loc, f));
+            let split = answers(times.len(), |f| lookup_each_appended(base, &op, &times, &loc, f));
+            match expected {
+                Ok(expected) => prop_assert_eq!(split.ok(), Some(expected)),
+                Err(_) => prop_assert!(split.is_err()),
+            }
+        }
+
         #[test]
         fn lookup_each_agrees_with_lookup(
             (next, entries) in arb_row(),

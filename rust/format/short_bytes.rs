@@ -114,4 +114,3 @@ impl std::fmt::Debug for ShortBytes {
         self.as_slice().fmt(f)
     }
 }
-

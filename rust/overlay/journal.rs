@@ -105,7 +105,9 @@ mod tests {
     fn apply(overlay: &mut Overlay, changes: &[Change]) {
         for change in changes {
             match *change {
-                Change::Write(s, k, v) => overlay.write(storage_key(s, &[k]), v.map(|v| ShortBytes::from(&[v][..]))),
+                Change::Write(s, k, v) => {
+                    overlay.write(storage_key(s, &[k]), v.map(|v| ShortBytes::from(&[v][..])));
+                }
                 Change::Append(s, k, v) => overlay.append_encoded(storage_key(s, &[k]), vec![v; 3]),
                 Change::NoteAbsent(s, k) => overlay.note_absent(&storage_key(s, &[k])),
                 Change::Drop(from, to) => overlay.drop_segments(from, to),

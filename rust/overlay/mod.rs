@@ -15,8 +15,8 @@
 use crate::backend::Visit;
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, segment_of, storage_key};
-use crate::format::short_bytes::ShortBytes;
 use crate::format::segment_value::merge_appends;
+use crate::format::short_bytes::ShortBytes;
 use crate::view::ReadClient;
 use journal::{Journal, Saved};
 use pending::{Base, Pending, PendingMap};

@@ -40,6 +40,19 @@ impl Pending {
         }
     }
 
+    /// A row this write rebuilds from its own base: `(the base, the appends on it)`, `None`
+    /// when it has no appends or they go on the stored value.
+    pub(crate) fn appended_row(&self) -> Option<(Option<&[u8]>, &[u8])> {
+        if self.appends.is_empty() {
+            return None;
+        }
+        match &self.base {
+            Base::Put(value) => Some((Some(value), &self.appends)),
+            Base::Deleted | Base::Absent => Some((None, &self.appends)),
+            Base::Stored => None,
+        }
+    }
+
     pub(super) fn bytes(&self, key: &[u8]) -> usize {
         let base = match &self.base {
             Base::Put(v) => v.len(),

@@ -172,7 +172,7 @@ impl<'k> BatchRead<'k> {
         groups.push(targets.len());
         let mut done = vec![false; self.probes.len()];
         let mut times: Vec<i64> = Vec::new();
-        reader.multi_read(&row_keys.slices(), &mut |g, bytes| {
+        reader.multi_read_rows(&row_keys.slices(), &mut |g, bytes, appends| {
             let group = &targets[groups[g]..groups[g + 1]];
             let (segment, u, _) = group[0];
             let key = self.unique[u];
@@ -189,18 +189,32 @@ impl<'k> BatchRead<'k> {
                     }
                 }
             };
-            let Some(bytes) = bytes else {
-                for &(_, _, p) in group {
-                    visit(p, None);
-                }
-                return Ok(());
-            };
             // Every probe of this row at once: a hot key read at many times is walked once.
             let location = || row_location(&reader, segment, key);
-            segment_value::lookup_each(bytes, &times, &location, |k, row| {
-                visit(group[k].2, Some(row));
-                Ok(())
-            })
+            match (bytes, appends) {
+                (_, Some(appends)) => segment_value::lookup_each_appended(
+                    bytes,
+                    appends,
+                    &times,
+                    &location,
+                    |k, row| {
+                        visit(group[k].2, Some(row));
+                        Ok(())
+                    },
+                ),
+                (Some(bytes), None) => {
+                    segment_value::lookup_each(bytes, &times, &location, |k, row| {
+                        visit(group[k].2, Some(row));
+                        Ok(())
+                    })
+                }
+                (None, None) => {
+                    for &(_, _, p) in group {
+                        visit(p, None);
+                    }
+                    Ok(())
+                }
+            }
         })?;
         let mut index = 0;
         self.probes.retain(|_| {

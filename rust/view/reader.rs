@@ -8,6 +8,10 @@ use crate::format::segment_value::merge_appends;
 use crate::latest::LatestCache;
 use crate::overlay::{Overlay, ReadPlan};
 
+/// Receives key `i` of a batch read as the value below and the write buffer's row appends on
+/// it (`None`: the value is the answer).
+pub(crate) type VisitParts<'v> = dyn FnMut(usize, Option<&[u8]>, Option<&[u8]>) -> Result<()> + 'v;
+
 /// What a store's reads see: its write buffer (when it keeps one) over the committed state.
 #[derive(Clone, Copy)]
 pub(crate) struct Reader<'a> {
@@ -33,6 +37,16 @@ impl<'a> Reader<'a> {
     /// `MultiGet` too, their appends applied to what it returns: in a micro-batch most rows
     /// read have appends from the same batch, and a `Get` each cost more than their merge.
     pub(crate) fn multi_read(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
+        self.multi_read_rows(keys, &mut |i, value, appends| match appends {
+            Some(appends) => visit(i, Some(&merge_appends(value, std::iter::once(appends)))),
+            None => visit(i, value),
+        })
+    }
+
+    /// [`Self::multi_read`] that hands a row with appends in the buffer over as it is, the
+    /// value below and the appends apart (`visit(i, value, Some(appends))`), for a reader that
+    /// reads it without merging (`segment_value::lookup_each_appended`).
+    pub(crate) fn multi_read_rows(&self, keys: &[&[u8]], visit: &mut VisitParts<'_>) -> Result<()> {
         let mut misses: Vec<usize> = Vec::new();
         // Per miss: the buffer's appends to apply to the stored row.
         let mut appends: Vec<Option<&[u8]>> = Vec::new();
@@ -43,8 +57,15 @@ impl<'a> Reader<'a> {
                     appends.push(Some(pending));
                     continue;
                 }
+                Some((_, ReadPlan::Answered(Some(pending))))
+                    if let Some((base, appended)) = pending.appended_row() =>
+                {
+                    visit(i, base, Some(appended))?;
+                    continue;
+                }
                 Some((buffer, ReadPlan::Answered(answered))) => {
-                    buffer.answer(key, answered, &self.stored, &mut |value| visit(i, value))?;
+                    let visit_value = &mut |value: Option<&[u8]>| visit(i, value, None);
+                    buffer.answer(key, answered, &self.stored, visit_value)?;
                     continue;
                 }
                 Some((_, ReadPlan::Below)) | None => {}
@@ -53,7 +74,7 @@ impl<'a> Reader<'a> {
                 .stored
                 .cache
                 .filter(|_| is_latest_key(key))
-                .and_then(|c| c.with(key, |entry| visit(i, entry)));
+                .and_then(|c| c.with(key, |entry| visit(i, entry, None)));
             if let Some(result) = cached {
                 result?;
             } else {
@@ -64,15 +85,12 @@ impl<'a> Reader<'a> {
         let to_fetch: Vec<&[u8]> = misses.iter().map(|&i| keys[i]).collect();
         self.stored.backend.multi_get(&to_fetch, &mut |m, value| {
             if let Some(pending) = appends[m] {
-                return visit(
-                    misses[m],
-                    Some(&merge_appends(value, std::iter::once(pending))),
-                );
+                return visit(misses[m], value, Some(pending));
             }
             if let Some(cache) = self.stored.cache.filter(|_| is_latest_key(to_fetch[m])) {
                 cache.insert(to_fetch[m].to_vec(), value.map(<[u8]>::to_vec));
             }
-            visit(misses[m], value)
+            visit(misses[m], value, None)
         })
     }
 }
