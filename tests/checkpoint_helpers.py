@@ -31,6 +31,7 @@ import itertools
 import json
 import posixpath
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -667,6 +668,13 @@ def local_state(local_dir: Path, partition: int = 0, lineage: str = LINEAGE) -> 
     )
     assert isinstance(state, dict)
     return state
+
+
+def local_db(local_dir: Path, partition: int = 0, lineage: str = LINEAGE) -> Path:
+    """The RocksDB directory of a local copy: the one its ``LOCAL.json`` names."""
+    db = local_state(local_dir, partition, lineage)["db"]
+    assert re.fullmatch(r"db-[0-9a-f]{32}", db), db
+    return local_partition_dir(local_dir, partition, lineage) / db
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ from checkpoint_helpers import (  # noqa: E402 (imported once marked for rewriti
     flip_byte,
     forge_manifest,
     generate_ops,
+    local_db,
     local_partition_dir,
     local_state,
     make_target,
@@ -696,11 +698,38 @@ def test_the_local_copy_is_not_the_checkpoint(built: tuple[Target, Reference, Pa
         seven.attempt.hex(),
         True,
     )
-    assert (local_partition_dir(local) / "db").is_dir()
+    assert local_db(local).is_dir()
     assert set(state["uploaded"]) == {f.name for f in target.manifest(6).files if f.is_sst}
     actual, rebuilt = open_and_read(target, 7, local)
     assert not rebuilt
     assert actual == ref.reads_at(7)
+
+
+def test_a_copy_made_before_rebuilds_named_db_is_reused_and_names_are_checked(
+    built: tuple[Target, Reference, Path],
+) -> None:
+    """A copy from before rebuilds named their directory: ``db/``, and a ``LOCAL.json`` that
+    names none, is reused as it is. A ``LOCAL.json`` naming a directory not of the copy's form
+    (a path out of it, say) is hostile: the copy is rebuilt under a name of its own."""
+    target, ref, local = built
+    partition, state = local_partition_dir(local), local_state(local)
+    local_db(local).rename(partition / "db")
+    del state["db"]
+    (partition / "LOCAL.json").write_text(json.dumps(state))
+    assert assert_version_matches(target, ref, 7, local) is False
+    assert local_state(local)["db"] == "db"
+    outside = local / "elsewhere"
+    shutil.copytree(partition / "db", outside)
+    for hostile in (str(outside), "../../elsewhere", "db-XYZ", 7):
+        state = local_state(local)
+        (partition / "LOCAL.json").write_text(json.dumps({**state, "db": hostile}))
+        assert assert_version_matches(target, ref, 7, local) is True
+    assert sorted(p.name for p in partition.iterdir()) == [
+        "LOCAL.json",
+        "LOCK",
+        local_db(local).name,
+    ]
+    assert outside.is_dir()
 
 
 def test_replay_in_chunks_equals_one_by_one(target: Target) -> None:
@@ -750,7 +779,7 @@ def test_a_read_only_open_leaves_the_local_copy_alone(
     assert sorted(p.name for p in local_partition_dir(local).iterdir()) == [
         "LOCAL.json",
         "LOCK",
-        "db",
+        local_db(local).name,
     ]
     assert assert_version_matches(target, ref, 7, local) is False  # still reused, still exact
 

@@ -40,6 +40,7 @@ from checkpoint_helpers import (  # noqa: E402 (imported once marked for rewriti
     commit_batches,
     commit_in_child,
     generate_ops,
+    local_db,
     local_partition_dir,
     local_state,
     reads,
@@ -238,7 +239,7 @@ def test_a_damaged_local_copy_is_rebuilt(target: Target, damage: str) -> None:
     partition_dir = local_partition_dir(local)
     state_file = partition_dir / "LOCAL.json"
     if damage == "db deleted":
-        shutil.rmtree(partition_dir / "db")
+        shutil.rmtree(local_db(local))
     elif damage == "state deleted":
         state_file.unlink()
     elif damage == "state garbage":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -415,3 +416,60 @@ def test_a_reader_never_asks_for_a_kept_store(tmp_path: Path) -> None:
         assert not list(copy.glob(".tmp-*"))
     finally:
         keeper.stop()
+
+
+STALE_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from verstore.checkpoint import CheckpointOptions, PartitionStore
+    from verstore.checkpoint.keeper import Keeper
+
+    root, local = sys.argv[1], Path(sys.argv[2])
+    keeper = Keeper(background=False, maintain=False)  # nothing runs until close_all
+    for batch in range(3):
+        part = PartitionStore.open(root, "prices", 0, batch, local, history_retention_ms=1_000,
+                                   options=CheckpointOptions(snapshot_interval=100), keeper=keeper)
+        for i in range(3000):
+            part.store.put(f"h{i}".encode(), b"holder %d" % batch, batch)
+        part.commit()
+    print("holding", flush=True)
+    sys.stdin.readline()
+    keeper.close_all()  # settles: a flush and LOCAL.json, into a directory gone under it
+    print("closed", flush=True)
+    """
+)
+
+
+def test_a_holder_whose_directory_was_replaced_writes_nothing_into_the_new_copy(
+    tmp_path: Path,
+) -> None:
+    """A worker keeps a store open, unflushed; the local directory is deleted under it (a wiped
+    disk) and a task elsewhere rebuilds the copy in the same place and commits. When the old
+    worker then settles and closes its store, RocksDB writes by path: into the new copy's
+    files, had the rebuild not named its directory anew."""
+    root, local = tmp_path / "root", tmp_path / "local"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", STALE_HOLDER, str(root), str(local)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        shutil.rmtree(local)
+        part = open_store(root, local, 3)
+        assert part.stats.rebuilt
+        for i in range(3000):
+            part.store.put(f"h{i}".encode(), b"new copy", 3)
+        part.commit()
+        out, _ = holder.communicate("\n", timeout=60)
+        assert out.strip() == "closed"
+        for _ in range(2):  # the copy as the holder left it, then as the reopen left it
+            part = open_store(root, local, 4)
+            assert all(part.store.get(f"h{i}".encode()).value == b"new copy" for i in range(3000))
+            assert part.store.get(b"h0", 2).value == b"holder 2"
+            part.abort()
+    finally:
+        holder.kill()
+        holder.communicate()

@@ -3,8 +3,9 @@
 ```
 LOCK          an exclusive flock while a task uses the copy (or a process keeps its store open)
 HANDOFF       touched by a task waiting for the lock: a process keeping the store open hands it over
-LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState)
-db/           the RocksDB working copy (write-ahead log off: the checkpoint is the log)
+LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState), and db/'s name
+db-<id>/      "db/": the RocksDB working copy (write-ahead log off: the checkpoint is the log),
+              named anew at every rebuild (copies made before that naming: db/)
 .tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint); what a crashed
               task left is removed at the next lock
 .tmp-read-*   the private copy of a read-only open, which takes no lock (a lock would make a
@@ -14,6 +15,12 @@ db/           the RocksDB working copy (write-ahead log off: the checkpoint is t
 The copy is a cache. It is trusted only when ``LOCAL.json`` says it is clean at a commit that is
 on the winning chain; it is marked dirty before uncommitted work can reach ``db/`` and clean
 again only after a commit is durable. Anything else is rebuilt from the checkpoint.
+
+Why a rebuild names ``db/`` anew: RocksDB writes by path. A process that still has a store open
+on a copy whose directory was deleted under it (a wiped local disk) and recreated by another
+task writes, when its store flushes or closes, into the same path: into the new copy's files,
+which it would silently corrupt. Under a new name, its writes find no directory and fail, and
+what it writes to ``LOCAL.json`` names its own, gone ``db/``, which makes the next open rebuild.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +58,8 @@ class LocalState:
     commit: CommitRef | None = None
     clean: bool = False
     uploaded: dict[str, Any] = field(default_factory=dict)
+    #: The name of the ``db/`` directory it speaks of, as read (written: the copy's own).
+    db: str = "db"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,15 +82,21 @@ class LocalState:
                 isinstance(v, dict) for v in uploaded.values()
             ):
                 uploaded = {}
+            db = obj.get("db", "db")
             return LocalState(
                 lineage=str(obj["lineage"]),
                 commit=commit,
                 clean=obj.get("clean") is True,
                 uploaded=uploaded,
+                # A name that is not one of ours (a path, say) names no copy: rebuilt.
+                db=db if isinstance(db, str) and DB_NAME.fullmatch(db) else "",
             )
         except (KeyError, TypeError, ValueError):
             return LocalState()
 
+
+#: The names of ``db/``: ``db`` (copies made before rebuilds named it) or ``db-<32 hex>``.
+DB_NAME = re.compile(r"db(-[0-9a-f]{32})?")
 
 #: The file a task waiting for the lock touches: a request to hand a kept-open store over.
 HANDOFF = "HANDOFF"
@@ -90,7 +107,11 @@ READER_GRACE_S = 3600.0
 
 
 class LocalCopy:
-    """The lock, ``LOCAL.json`` and ``db/`` of one partition's local working copy."""
+    """The lock, ``LOCAL.json`` and ``db/`` of one partition's local working copy.
+
+    ``db`` is where this copy's RocksDB lives: ``db`` until :meth:`use_db` names the one
+    ``LOCAL.json`` speaks of or :meth:`fresh_db` a new one; what :meth:`write_state` records.
+    """
 
     def __init__(self, local_dir: str | os.PathLike[str], store: str, lineage: str, partition: int):
         self.dir = Path(local_dir) / store / f"q={lineage}" / f"p={partition}"
@@ -168,10 +189,24 @@ class LocalCopy:
         except (OSError, ValueError):
             return LocalState()
 
+    def use_db(self, state: LocalState) -> None:
+        """Makes ``db`` the directory ``state`` (read from ``LOCAL.json``) speaks of; a state
+        that names none (unreadable, or a name not of ours) points at no directory."""
+        self.db = self.dir / (state.db or f"db-{'0' * 32}")
+
+    def fresh_db(self) -> None:
+        """Removes every ``db/`` of the copy and names a new one for a rebuild (see the
+        module doc)."""
+        with contextlib.suppress(FileNotFoundError):
+            for path in self.dir.iterdir():
+                if DB_NAME.fullmatch(path.name):
+                    shutil.rmtree(path, ignore_errors=True)
+        self.db = self.dir / f"db-{uuid.uuid4().hex}"
+
     def write_state(self, state: LocalState) -> None:
         tmp = self.state_file.with_name(f"{TMP_MARK}LOCAL.json")
         with open(tmp, "w") as handle:
-            json.dump(state.to_json(), handle)
+            json.dump({**state.to_json(), "db": self.db.name}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.state_file)

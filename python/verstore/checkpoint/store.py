@@ -467,6 +467,7 @@ class PartitionStore:
         check_not_behind_local(state, self._copy_of, self._graph, self._files, self._local.dir)
         above = None
         if not self.read_only:
+            self._local.use_db(state)
             above = commits_to_catch_up(
                 state, self._copy_of, self._local.db, self._graph, self._serving
             )
@@ -521,9 +522,11 @@ class PartitionStore:
     def _rebuild(self, progress: Progress | None) -> None:
         self.stats.rebuilt = self._serving != ROOT  # the empty state is a start, not a rebuild
         # Until this rebuild completes, db/ matches no commit.
-        if not self.read_only:
+        if self.read_only:
+            shutil.rmtree(self._local.db, ignore_errors=True)
+        else:
             self._local.write_state(LocalState(self._copy_of, None, clean=False))
-        shutil.rmtree(self._local.db, ignore_errors=True)
+            self._local.fresh_db()  # under a new name: see local.py
         self._uploaded, above = restore_base(
             self._location, self._files, self._graph, self._serving, self._local.db, self.stats
         )
