@@ -116,16 +116,15 @@ def test_spark_asof_join(
 @pytest.mark.parametrize("in_memory", [False, True], ids=["durable", "in_memory"])
 def test_profile_partition_joins_as_the_oracle(in_memory: bool) -> None:
     """The one-partition profile (``python benches/spark_asof.py``) runs the join's partition
-    function as a task does, checks its output against the oracle, and times its parts: an
-    in-memory run has nothing to open or commit."""
+    function as a task does, checks its output against the oracle, and times its parts, which
+    nest. (No bound on a time: an in-memory run's empty commit took 8 ms once on a loaded
+    machine.)"""
     scale = Scale(keys=300, rows=2_000, batches=3)
     rows = spark_asof.profile_partition(scale, in_memory=in_memory)
     assert [r["batch"] for r in rows] == [0, 1, 2]
     for r in rows:
         assert r["rows"] > 0
         assert r["task"] >= r["function"] >= r["put_batch"] + r["get_batch"] - 0.2
-        if in_memory:
-            assert r["commit"] < 1.0
 
 
 def test_partition_kernel_harness_runs_both_paths_alike() -> None:
