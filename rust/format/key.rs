@@ -66,6 +66,7 @@ pub(crate) fn segment_of(storage_key: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::short_bytes::INLINE;
 
     #[test]
     fn reserved_segments_sort_after_history_segments() {
@@ -86,7 +87,7 @@ mod tests {
             assert_eq!(StorageKey::from(key.clone().into_vec()), key);
             assert_eq!(
                 matches!(key, StorageKey::Inline { .. }),
-                PREFIX_LEN + len <= super::super::short_bytes::INLINE
+                PREFIX_LEN + len <= INLINE
             );
         }
     }

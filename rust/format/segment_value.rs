@@ -764,10 +764,7 @@ pub(crate) fn lookup_each<'a>(
     if inside.is_empty() {
         return Ok(());
     }
-    inside.sort_unstable_by(|a, b| b.cmp(a));
-    let sorted: Vec<i64> = inside.iter().map(|&(t, _)| t).collect();
-    let mut positions = vec![Position::default(); sorted.len()];
-    let Some(scanned) = scan(bytes, &sorted, &mut positions) else {
+    let Some((scanned, positions)) = scan_at(bytes, &mut inside) else {
         return Err(refused(bytes, location));
     };
     for (&(_, k), &position) in inside.iter().zip(&positions) {
@@ -776,12 +773,23 @@ pub(crate) fn lookup_each<'a>(
     Ok(())
 }
 
+/// Validates the row in one walk and finds where each of `inside`'s times (`(t, k)` pairs,
+/// every one within the row's range) falls in it; sorts `inside` newest first, as the walk
+/// goes. `None`: the row does not scan.
+fn scan_at(bytes: &[u8], inside: &mut [(i64, usize)]) -> Option<(Scanned, Vec<Position>)> {
+    inside.sort_unstable_by(|a, b| b.cmp(a));
+    let sorted: Vec<i64> = inside.iter().map(|&(t, _)| t).collect();
+    let mut positions = vec![Position::default(); sorted.len()];
+    let scanned = scan(bytes, &sorted, &mut positions)?;
+    Some((scanned, positions))
+}
+
 /// [`lookup_each`] of the row that `appends` make of `base` (`None`: no row), as
 /// [`merge_appends`] would build it, without building it: a read of a row that has appends in a
 /// write buffer would otherwise copy the whole row for every read. Times from the first appended
-/// version on are answered from the appends, older ones from `base`, walked once. A base that is
-/// a lone tombstone, or inputs that do not fit together, are merged and read as before (which
-/// reports them as the merge does).
+/// version on are answered from the appends, older ones from `base`, walked once. No appends:
+/// `base` read as it is. A base that is a lone tombstone, or inputs that do not fit together,
+/// are merged and read as before (which reports them as the merge does).
 pub(crate) fn lookup_each_appended(
     base: Option<&[u8]>,
     appends: &[u8],
@@ -789,6 +797,9 @@ pub(crate) fn lookup_each_appended(
     location: &dyn Fn() -> String,
     mut f: impl FnMut(usize, Lookup<'_>) -> Result<()>,
 ) -> Result<()> {
+    if let (Some(bytes), true) = (base, appends.is_empty()) {
+        return lookup_each(bytes, times, location, f);
+    }
     let Some(split) = AppendedRow::read(base, appends, times) else {
         let merged = merge_appends(base, std::iter::once(appends));
         return lookup_each(&merged, times, location, f);
@@ -852,10 +863,8 @@ impl<'a> AppendedRow<'a> {
                         .enumerate()
                         .filter_map(|(k, &t)| (min <= t && t < next).then_some((t, k))),
                 );
-                inside.sort_unstable_by(|a, b| b.cmp(a));
-                let sorted: Vec<i64> = inside.iter().map(|&(t, _)| t).collect();
-                positions = vec![Position::default(); sorted.len()];
-                let scanned = scan(bytes, &sorted, &mut positions)?;
+                let scanned;
+                (scanned, positions) = scan_at(bytes, &mut inside)?;
                 if scanned.degenerate {
                     return None;
                 }
@@ -1348,7 +1357,6 @@ mod tests {
             }
         }
 
-        /// `lookup_each` answers every time as `lookup` does, and fails when one of them fails.
         /// `lookup_each_appended` answers as `lookup_each` on the merged row, valid or not.
         #[test]
         fn lookup_each_appended_agrees_with_the_merged_row(
@@ -1388,6 +1396,7 @@ mod tests {
             }
         }
 
+        /// `lookup_each` answers every time as `lookup` does, and fails when one of them fails.
         #[test]
         fn lookup_each_agrees_with_lookup(
             (next, entries) in arb_row(),

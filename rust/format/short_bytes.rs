@@ -47,17 +47,17 @@ impl ShortBytes {
 }
 
 impl From<&[u8]> for ShortBytes {
-    fn from(key: &[u8]) -> Self {
-        Self::from_parts(key, &[])
+    fn from(bytes: &[u8]) -> Self {
+        Self::from_parts(bytes, &[])
     }
 }
 
 impl From<Vec<u8>> for ShortBytes {
-    fn from(key: Vec<u8>) -> Self {
-        if key.len() <= INLINE {
-            Self::from(key.as_slice())
+    fn from(bytes: Vec<u8>) -> Self {
+        if bytes.len() <= INLINE {
+            Self::from(bytes.as_slice())
         } else {
-            Self::Heap(key.into_boxed_slice())
+            Self::Heap(bytes.into_boxed_slice())
         }
     }
 }

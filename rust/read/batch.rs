@@ -189,32 +189,19 @@ impl<'k> BatchRead<'k> {
                     }
                 }
             };
+            if bytes.is_none() && appends.is_none() {
+                for &(_, _, p) in group {
+                    visit(p, None);
+                }
+                return Ok(());
+            }
             // Every probe of this row at once: a hot key read at many times is walked once.
             let location = || row_location(&reader, segment, key);
-            match (bytes, appends) {
-                (_, Some(appends)) => segment_value::lookup_each_appended(
-                    bytes,
-                    appends,
-                    &times,
-                    &location,
-                    |k, row| {
-                        visit(group[k].2, Some(row));
-                        Ok(())
-                    },
-                ),
-                (Some(bytes), None) => {
-                    segment_value::lookup_each(bytes, &times, &location, |k, row| {
-                        visit(group[k].2, Some(row));
-                        Ok(())
-                    })
-                }
-                (None, None) => {
-                    for &(_, _, p) in group {
-                        visit(p, None);
-                    }
-                    Ok(())
-                }
-            }
+            let appends = appends.unwrap_or_default();
+            segment_value::lookup_each_appended(bytes, appends, &times, &location, |k, row| {
+                visit(group[k].2, Some(row));
+                Ok(())
+            })
         })?;
         let mut index = 0;
         self.probes.retain(|_| {

@@ -83,13 +83,14 @@ class LocalState:
             ):
                 uploaded = {}
             db = obj.get("db", "db")
+            if not isinstance(db, str) or not DB_NAME.fullmatch(db):
+                return LocalState()  # a name not of ours (a path, say) names no copy
             return LocalState(
                 lineage=str(obj["lineage"]),
                 commit=commit,
                 clean=obj.get("clean") is True,
                 uploaded=uploaded,
-                # A name that is not one of ours (a path, say) names no copy: rebuilt.
-                db=db if isinstance(db, str) and DB_NAME.fullmatch(db) else "",
+                db=db,
             )
         except (KeyError, TypeError, ValueError):
             return LocalState()
@@ -190,9 +191,8 @@ class LocalCopy:
             return LocalState()
 
     def use_db(self, state: LocalState) -> None:
-        """Makes ``db`` the directory ``state`` (read from ``LOCAL.json``) speaks of; a state
-        that names none (unreadable, or a name not of ours) points at no directory."""
-        self.db = self.dir / (state.db or f"db-{'0' * 32}")
+        """Makes ``db`` the directory ``state`` (read from ``LOCAL.json``) speaks of."""
+        self.db = self.dir / state.db
 
     def fresh_db(self) -> None:
         """Removes every ``db/`` of the copy and names a new one for a rebuild (see the
