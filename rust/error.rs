@@ -55,7 +55,8 @@ pub enum Error {
         /// The version this build writes.
         supported: u32,
     },
-    /// Stored bytes do not decode; `location` names the file, key or segment.
+    /// Stored bytes do not decode, or RocksDB found its files damaged (a checksum or size
+    /// mismatch, a missing file); `location` names the file, key or segment.
     #[error("corrupt data in {location}: {detail}")]
     Corrupt {
         /// Where the bad bytes are (store path, segment and key length, file name).

@@ -10,9 +10,11 @@ same ops (``Reference``). Damaged or missing durable files must raise ``Corrupti
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -703,6 +705,43 @@ def test_the_local_copy_is_not_the_checkpoint(built: tuple[Target, Reference, Pa
     actual, rebuilt = open_and_read(target, 7, local)
     assert not rebuilt
     assert actual == ref.reads_at(7)
+
+
+def _largest(db: Path, pattern: str) -> Path:
+    return max(db.glob(pattern), key=lambda p: p.stat().st_size)
+
+
+def _rewrite(path: Path, change: Callable[[bytes], bytes]) -> None:
+    path.write_bytes(change(path.read_bytes()))
+
+
+LOCAL_DAMAGE: dict[str, Callable[[Path], None]] = {
+    "an SST cut short": lambda db: _rewrite(_largest(db, "*.sst"), lambda d: d[: len(d) // 2]),
+    "an SST deleted": lambda db: _largest(db, "*.sst").unlink(),
+    "the MANIFEST flipped": lambda db: _rewrite(
+        _largest(db, "MANIFEST-*"), lambda d: flip_byte(d, 20)
+    ),
+    "CURRENT deleted": lambda db: (db / "CURRENT").unlink(),
+}
+
+
+@pytest.mark.parametrize("damage", LOCAL_DAMAGE)
+def test_a_clean_local_copy_with_damaged_files_is_rebuilt(
+    built: tuple[Target, Reference, Path], damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``LOCAL.json`` says the copy is clean at 7, but RocksDB finds its files damaged (a
+    failing disk, a file system that lost writes in a crash): the copy is a cache of the
+    checkpoint, so the open rebuilds it, saying so, where every retry of the task would fail
+    on the same files. (A flipped byte in a data block is found when the block is read; this
+    process's block cache holds the blocks, which a new executor's does not.)"""
+    target, ref, local = built
+    damaged = local_db(local)
+    LOCAL_DAMAGE[damage](damaged)
+    with caplog.at_level(logging.WARNING, logger="verstore.checkpoint"):
+        assert assert_version_matches(target, ref, 7, local) is True
+    assert f"the local copy {damaged} is damaged" in caplog.text
+    assert not damaged.exists()
+    assert local_db(local).is_dir()
 
 
 def test_a_copy_made_before_rebuilds_named_db_is_reused_and_names_are_checked(

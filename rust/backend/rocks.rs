@@ -194,12 +194,8 @@ impl RocksBackend {
         // takes one); its options are the store's.
         let default_cf =
             ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, db_options.clone());
-        let db = DB::open_cf_descriptors(&db_options, path, [default_cf]).map_err(|source| {
-            Error::Storage {
-                path: path.to_owned(),
-                source,
-            }
-        })?;
+        let db = DB::open_cf_descriptors(&db_options, path, [default_cf])
+            .map_err(|source| rocks_error(path, source))?;
         let mut write_options = WriteOptions::default();
         write_options.disable_wal(!options.wal);
         Ok(Self {
@@ -253,10 +249,23 @@ impl RocksBackend {
     }
 
     fn storage_error(&self, source: rocksdb::Error) -> Error {
-        Error::Storage {
-            path: self.path.clone(),
-            source,
-        }
+        rocks_error(&self.path, source)
+    }
+}
+
+/// RocksDB's error as ours. Its `Corruption` status (a checksum or size mismatch, a file the
+/// MANIFEST names that is missing) is [`Error::Corrupt`], so that a caller holding another
+/// copy of the data (a checkpoint) can tell damaged files from a failing disk and rebuild.
+pub(crate) fn rocks_error(path: &Path, source: rocksdb::Error) -> Error {
+    if source.kind() == rocksdb::ErrorKind::Corruption {
+        return Error::Corrupt {
+            location: format!("the RocksDB files of {}", path.display()),
+            detail: source.into_string(),
+        };
+    }
+    Error::Storage {
+        path: path.to_owned(),
+        source,
     }
 }
 

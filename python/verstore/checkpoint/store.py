@@ -42,7 +42,12 @@ from verstore.checkpoint.replay import replay
 from verstore.checkpoint.reuse import check_not_behind_local, commits_to_catch_up
 from verstore.checkpoint.snapshot import snapshot_due
 from verstore.checkpoint.stats import CommitStats, OpenStats, Progress
-from verstore.exceptions import FencedError, MissingVersionError, StoreClosedError
+from verstore.exceptions import (
+    CorruptionError,
+    FencedError,
+    MissingVersionError,
+    StoreClosedError,
+)
 from verstore.location import TMP_MARK, Location
 
 log = logging.getLogger("verstore.checkpoint")
@@ -481,12 +486,32 @@ class PartitionStore:
             self._local.write_state(
                 LocalState(self._copy_of, None, clean=False, uploaded=state.uploaded)
             )
-        self._store = self._open_local()
+        self._store = self._open_clean_copy()
+        if self._store is None:
+            self._rebuild(progress)
+            return False
         if above:
             self._replay(above, progress)
         else:
             self.stats.reused = True
         return False
+
+    def _open_clean_copy(self) -> VersionedStore | None:
+        """Opens the local copy that ``LOCAL.json`` says is clean; None when RocksDB finds its
+        files damaged. The copy is a cache of the checkpoint: damaged files (a failing disk, a
+        file system that lost writes in a crash) are rebuilt, not a task failing at every retry
+        on the same files. Damage found later, by a read, fails the task; its copy is dirty by
+        then, so the retry rebuilds."""
+        try:
+            return self._open_local()
+        except CorruptionError as e:
+            log.warning(
+                "%s: the local copy %s is damaged; rebuilding it from the checkpoint: %s",
+                self._files.describe(),
+                self._local.db,
+                e,
+            )
+            return None
 
     def _adopt(self, held: HeldStore, progress: Progress | None) -> bool | None:
         """Uses the store a keeper held for this copy when it holds the serving commit or an

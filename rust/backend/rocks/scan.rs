@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rocksdb::{DB, DBRawIteratorWithThreadMode, ReadOptions};
 
 use crate::backend::snapshot::{Cursor, ScanSource, SnapshotReader};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A database to scan, moved to the scan's thread.
 pub(crate) struct Source {
@@ -60,10 +60,9 @@ impl RocksCursor<'_> {
         if self.iter.valid() {
             return Ok(());
         }
-        self.iter.status().map_err(|source| Error::Storage {
-            path: self.path.clone(),
-            source,
-        })
+        self.iter
+            .status()
+            .map_err(|source| super::rocks_error(self.path, source))
     }
 }
 

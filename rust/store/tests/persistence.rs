@@ -219,6 +219,55 @@ fn second_open_of_the_same_path_is_locked() {
     assert_eq!(second.get(b"k").expect("get"), Some(record("w", 20, U)));
 }
 
+/// Files RocksDB finds damaged at open are [`Error::Corrupt`] naming the store, not a storage
+/// error: a caller with another copy of the data rebuilds, where it would retry a failing disk.
+#[test]
+fn damaged_files_are_corruption_naming_the_store() {
+    type Damage = fn(&std::path::Path);
+    let truncate: Damage = |sst| {
+        let len = std::fs::metadata(sst).expect("stat").len();
+        std::fs::File::options()
+            .write(true)
+            .open(sst)
+            .and_then(|f| f.set_len(len / 2))
+            .expect("truncate");
+    };
+    let remove: Damage = |sst| std::fs::remove_file(sst).expect("remove");
+    let flip: Damage = |sst| {
+        let mut bytes = std::fs::read(sst).expect("read");
+        bytes[40] ^= 0xFF; // in the first data block, which the open reads
+        std::fs::write(sst, bytes).expect("write");
+    };
+    let damages = [
+        ("truncated", truncate),
+        ("removed", remove),
+        ("flipped", flip),
+    ];
+    for (name, damage) in damages {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = RocksOptions::default().with_wal(false);
+        let mut store =
+            VersionedStore::open_with(dir.path(), kafka_config(), options).expect("open");
+        for ts in 0..1000 {
+            store
+                .put(format!("k{ts}").as_bytes(), Some(b"v"), ts)
+                .expect("put");
+        }
+        drop(store); // flushes into an SST (no write-ahead log)
+        let sst = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|entry| entry.expect("entry").path())
+            .find(|path| path.extension().is_some_and(|ext| ext == "sst"))
+            .expect("an SST");
+        damage(&sst);
+        let err = VersionedStore::open_with(dir.path(), kafka_config(), options).expect_err(name);
+        assert!(
+            matches!(&err, Error::Corrupt { location, .. } if location.contains(&dir.path().display().to_string())),
+            "{name}: {err:?}"
+        );
+    }
+}
+
 /// A store reopened once per micro-batch keeps a bounded number of RocksDB info logs.
 #[test]
 fn reopening_many_times_keeps_few_info_logs() {
