@@ -128,6 +128,8 @@ class VersionedStore:
             IncompatibleConfigError: The store was created with another retention or interval.
             IncompatibleFormatError: The directory holds a format version this build does
                 not read (it reads versions 2 and 3, and upgrades 2 to 3 on open).
+            CorruptionError: RocksDB found the store's files damaged (a size or checksum
+                mismatch, a missing file); the message names the file.
             StorageError: RocksDB or the filesystem failed.
         """
     @staticmethod
