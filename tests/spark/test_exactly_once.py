@@ -4,6 +4,7 @@
 * A query fails after a batch's output was computed and its stores committed, and is restarted
   from its Spark checkpoint with every local verstore directory deleted.
 * The same restart with the verstore checkpoint on an S3-compatible server (``moto_server``).
+* The same restart with every local copy's files damaged instead of deleted.
 
 The sink is ``foreachBatch`` keyed by batch id (``streams.Collector``): a replayed batch
 replaces its output, as an idempotent sink does.
@@ -119,6 +120,43 @@ def test_restart_from_checkpoint_with_local_state_deleted(spark: Any, tmp_path: 
     )
     run_with_restart(spark, tmp_path, local)
     assert_versions_and_snapshots(str(tmp_path / "verstore"), None)
+
+
+def damage_local_copies(local: Path) -> int:
+    """Cuts the largest SST file of every local copy under ``local`` in half, as a failing disk
+    or a file system that lost writes would; returns how many copies it damaged."""
+    damaged = 0
+    for db in local.rglob("db-*"):
+        ssts = sorted(db.glob("*.sst"), key=lambda p: p.stat().st_size)
+        if ssts:
+            os.truncate(ssts[-1], ssts[-1].stat().st_size // 2)
+            damaged += 1
+    return damaged
+
+
+def test_restart_with_damaged_local_copies_rebuilds_them(spark: Any, tmp_path: Path) -> None:
+    """The query stops after batch 2 with every partition's local copy clean at batch 2's
+    commit; their SST files are then damaged. The restarted query's tasks rebuild the copies from the checkpoint at
+    their open, without a failed task, and the output is the oracle's. (Stores are closed at
+    each commit here: a store a worker kept open would be adopted without reading its files.)"""
+    local = tmp_path / "local"
+    verstore.spark.configure(
+        spark,
+        str(tmp_path / "verstore"),
+        local_dir=str(local),
+        snapshot_interval=2,
+        kept_stores_per_worker=0,
+    )
+    batches = generate(37, batches=5)
+    write(tmp_path, batches[:3])
+    sink = Collector()
+    run_available_now(start(spark, tmp_path), tmp_path / "chk", sink)
+    assert damage_local_copies(local) == 2  # both partitions, clean at batch 2's commit
+    write(tmp_path, batches[3:], start_at=3)
+    query = run_available_now(start(spark, tmp_path), tmp_path / "chk", sink)
+    assert failed_tasks(spark, query) == 0
+    assert sink.calls == [0, 1, 2, 3, 4]
+    assert_matches_oracle(sink, batches)
 
 
 def assert_versions_and_snapshots(root: str, storage_options: dict[str, Any] | None) -> None:
