@@ -136,9 +136,10 @@ def damage_local_copies(local: Path) -> int:
 
 def test_restart_with_damaged_local_copies_rebuilds_them(spark: Any, tmp_path: Path) -> None:
     """The query stops after batch 2 with every partition's local copy clean at batch 2's
-    commit; their SST files are then damaged. The restarted query's tasks rebuild the copies from the checkpoint at
-    their open, without a failed task, and the output is the oracle's. (Stores are closed at
-    each commit here: a store a worker kept open would be adopted without reading its files.)"""
+    commit; their SST files are then damaged. The restarted query's tasks rebuild the copies
+    from the checkpoint at their open, without a failed task, and the output is the oracle's.
+    (Stores are closed at each commit here: a store a worker kept open would be adopted
+    without reading its files.)"""
     local = tmp_path / "local"
     verstore.spark.configure(
         spark,
