@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=4, help="micro-batches per run")
-    parser.add_argument("--kept", default="4", help="kept_stores_per_worker values, comma-separated")
+    parser.add_argument("--kept", default="4", help="kept_stores_per_worker values (a,b,...)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/verstore-spark-rounds"))
     args = parser.parse_args()
     variants = [FLOOR, *(f"kept={k}" for k in args.kept.split(","))]
