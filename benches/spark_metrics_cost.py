@@ -12,14 +12,13 @@ prints each round's rows/s and the medians. Every run is checked against the
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 from pathlib import Path
 from typing import Any
 
 from . import spark_asof
-from .spark_asof import Scale
+from .spark_rounds import in_rounds, paired, workload, workload_parser
 
 MODES = ("on", "off", "sums")
 
@@ -61,32 +60,20 @@ def run(spark: Any, mode: str, work: Path, batches: list[Any]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--keys", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--batches", type=int, default=4, help="micro-batches per run")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/verstore-metrics-cost"))
+    parser = workload_parser(__doc__, keys=10_000, rounds=6, work="/tmp/verstore-metrics-cost")
     args = parser.parse_args()
-    shutil.rmtree(args.work, ignore_errors=True)
-    batches = spark_asof.generate(Scale(keys=args.keys, rows=6 * args.keys, batches=args.batches))
-    spark_asof.write_inputs(batches, args.work / "data")
+    batches = workload(args)
     spark = spark_asof.session(4, "2g")
     for mode in MODES:
         run(spark, mode, args.work, batches)
-    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
-    for i in range(args.rounds):
-        for mode in MODES[i % 3 :] + MODES[: i % 3]:
-            rates[mode].append(run(spark, mode, args.work, batches))
-        print(i, {mode: round(r[-1]) for mode, r in rates.items()}, flush=True)
+    rates = in_rounds(list(MODES), args.rounds, lambda mode: run(spark, mode, args.work, batches))
     medians = {mode: statistics.median(r) for mode, r in rates.items()}
     print("median rows/s", {m: round(v) for m, v in medians.items()}, end=" ")
     print(f"on/off {medians['on'] / medians['off']:.3f}", end=" ")
     print(f"sums/off {medians['sums'] / medians['off']:.3f}")
-    # Each round runs the three side by side: the median of its ratios resists the drift of a
-    # shared machine better than the ratio of the medians.
     for mode in ("on", "sums"):
-        paired = statistics.median(a / b for a, b in zip(rates[mode], rates["off"], strict=True))
-        print(f"median of the rounds' {mode}/off {paired:.3f}")
+        ratio = statistics.median(paired(rates, mode, "off"))
+        print(f"median of the rounds' {mode}/off {ratio:.3f}")
     spark.stop()
     shutil.rmtree(args.work, ignore_errors=True)
 

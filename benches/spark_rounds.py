@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,32 +37,61 @@ def run(spark: Any, variant: str, work: Path, batches: list[Any]) -> float:
     return result.rows_per_s
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=5)
+def workload_parser(description: str | None, *, keys: int, rounds: int, work: str) -> Any:
+    """The options every round driver takes: ``--keys``, ``--rounds``, ``--batches``, ``--work``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--keys", type=int, default=keys)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--batches", type=int, default=4, help="micro-batches per run")
-    parser.add_argument("--kept", default="4", help="kept_stores_per_worker values (a,b,...)")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/verstore-spark-rounds"))
-    args = parser.parse_args()
-    variants = [FLOOR, *(f"kept={k}" for k in args.kept.split(","))]
+    parser.add_argument("--work", type=Path, default=Path(work))
+    return parser
+
+
+def workload(args: Any) -> list[Any]:
+    """The generated micro-batches (``--keys`` keys, ``6 --keys`` orders each), written under
+    ``--work``/data."""
     shutil.rmtree(args.work, ignore_errors=True)
     batches = spark_asof.generate(Scale(keys=args.keys, rows=6 * args.keys, batches=args.batches))
     spark_asof.write_inputs(batches, args.work / "data")
-    spark = spark_asof.session(PARTITIONS, "4g")
-    run(spark, variants[-1], args.work, batches)  # class loading, code generation, workers
+    return batches
+
+
+def in_rounds(
+    variants: list[str], rounds: int, run_one: Callable[[str], float]
+) -> dict[str, list[float]]:
+    """Each variant's rows/s of every round, the order rotating every round (no variant always
+    runs first, or right after another); prints each round as it ends."""
     rates: dict[str, list[float]] = {v: [] for v in variants}
-    for i in range(args.rounds):
+    for i in range(rounds):
         shift = i % len(variants)
         for variant in variants[shift:] + variants[:shift]:
-            rates[variant].append(run(spark, variant, args.work, batches))
+            rates[variant].append(run_one(variant))
         print(i, {v: round(r[-1]) for v, r in rates.items()}, flush=True)
+    return rates
+
+
+def paired(rates: dict[str, list[float]], variant: str, base: str) -> list[float]:
+    """Each round's own ratio of ``variant`` to ``base``: a shared machine drifts between
+    rounds, and a round's runs drift together, so their median resists the drift better than
+    the ratio of the medians."""
+    return [a / b for a, b in zip(rates[variant], rates[base], strict=True)]
+
+
+def main() -> None:
+    parser = workload_parser(__doc__, keys=100_000, rounds=5, work="/tmp/verstore-spark-rounds")
+    parser.add_argument("--kept", default="4", help="kept_stores_per_worker values (a,b,...)")
+    args = parser.parse_args()
+    variants = [FLOOR, *(f"kept={k}" for k in args.kept.split(","))]
+    batches = workload(args)
+    spark = spark_asof.session(PARTITIONS, "4g")
+    run(spark, variants[-1], args.work, batches)  # class loading, code generation, workers
+    rates = in_rounds(variants, args.rounds, lambda v: run(spark, v, args.work, batches))
     for variant, rate in rates.items():
-        paired = [a / b for a, b in zip(rate, rates[FLOOR], strict=True)]
+        ratios = paired(rates, variant, FLOOR)
         print(
             f"{variant}: median {statistics.median(rate):,.0f} rows/s, median of the rounds' "
-            f"ratios to the pass-through {statistics.median(paired):.3f} "
-            f"(rounds {min(paired):.2f}-{max(paired):.2f})"
+            f"ratios to the pass-through {statistics.median(ratios):.3f} "
+            f"(rounds {min(ratios):.2f}-{max(ratios):.2f})"
         )
     spark.stop()
     shutil.rmtree(args.work, ignore_errors=True)
