@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import posixpath
 import random
 import re
@@ -645,6 +646,16 @@ def share(
     return target, ref, copy
 
 
+def largest_file(directory: Path, pattern: str) -> Path:
+    """The largest file of ``directory`` matching ``pattern`` (a local copy's biggest SST)."""
+    return max(directory.glob(pattern), key=lambda p: p.stat().st_size)
+
+
+def cut_in_half(path: Path) -> None:
+    """Truncates ``path`` to half its size, as a disk or file system that lost writes would."""
+    os.truncate(path, path.stat().st_size // 2)
+
+
 def flip_byte(data: bytes, offset: int) -> bytes:
     """``data`` with the byte at ``offset`` inverted."""
     return data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1 :]
@@ -698,10 +709,13 @@ __all__ = [
     "attempt_id",
     "commit_batches",
     "commit_in_child",
+    "cut_in_half",
     "first_sst",
     "flip_byte",
     "forge_manifest",
     "generate_ops",
+    "largest_file",
+    "local_db",
     "local_partition_dir",
     "local_state",
     "make_target",

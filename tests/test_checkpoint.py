@@ -47,10 +47,12 @@ from checkpoint_helpers import (  # noqa: E402 (imported once marked for rewriti
     assert_no_orphans,
     assert_version_matches,
     commit_batches,
+    cut_in_half,
     first_sst,
     flip_byte,
     forge_manifest,
     generate_ops,
+    largest_file,
     local_db,
     local_partition_dir,
     local_state,
@@ -707,20 +709,15 @@ def test_the_local_copy_is_not_the_checkpoint(built: tuple[Target, Reference, Pa
     assert actual == ref.reads_at(7)
 
 
-def _largest(db: Path, pattern: str) -> Path:
-    return max(db.glob(pattern), key=lambda p: p.stat().st_size)
-
-
-def _rewrite(path: Path, change: Callable[[bytes], bytes]) -> None:
-    path.write_bytes(change(path.read_bytes()))
+def _flip_manifest(db: Path) -> None:
+    manifest = largest_file(db, "MANIFEST-*")
+    manifest.write_bytes(flip_byte(manifest.read_bytes(), 20))
 
 
 LOCAL_DAMAGE: dict[str, Callable[[Path], None]] = {
-    "an SST cut short": lambda db: _rewrite(_largest(db, "*.sst"), lambda d: d[: len(d) // 2]),
-    "an SST deleted": lambda db: _largest(db, "*.sst").unlink(),
-    "the MANIFEST flipped": lambda db: _rewrite(
-        _largest(db, "MANIFEST-*"), lambda d: flip_byte(d, 20)
-    ),
+    "an SST cut short": lambda db: cut_in_half(largest_file(db, "*.sst")),
+    "an SST deleted": lambda db: largest_file(db, "*.sst").unlink(),
+    "the MANIFEST flipped": _flip_manifest,
     "CURRENT deleted": lambda db: (db / "CURRENT").unlink(),
 }
 

@@ -23,7 +23,8 @@ import pytest
 import verstore.spark
 from verstore.spark._runtime import FAIL_AFTER_COMMIT
 
-pytest.register_assert_rewrite("streams")
+pytest.register_assert_rewrite("streams", "checkpoint_helpers")
+from checkpoint_helpers import cut_in_half, largest_file  # noqa: E402 (as below)
 from streams import (  # noqa: E402 (imported once marked for rewriting)
     CONNECT,
     OUT_COLUMNS,
@@ -127,9 +128,8 @@ def damage_local_copies(local: Path) -> int:
     or a file system that lost writes would; returns how many copies it damaged."""
     damaged = 0
     for db in local.rglob("db-*"):
-        ssts = sorted(db.glob("*.sst"), key=lambda p: p.stat().st_size)
-        if ssts:
-            os.truncate(ssts[-1], ssts[-1].stat().st_size // 2)
+        if any(db.glob("*.sst")):
+            cut_in_half(largest_file(db, "*.sst"))
             damaged += 1
     return damaged
 
