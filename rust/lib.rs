@@ -46,6 +46,7 @@ pub use error::{Error, Result};
 pub use format::changelog::{AttemptId, ChangelogHeader, HEADER_LEN as CHANGELOG_HEADER_LEN};
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
 pub use order::byte_order;
+pub use overlay::SavedBuffer;
 pub use read::columns::RecordColumns;
 pub use read::{AsOf, ResultOrder};
 pub use record::{NOT_PUT, PutOutcome, VALID_TO_UNDEFINED, VersionedRecord};

@@ -28,6 +28,7 @@ use crate::spool::Spool;
 use crate::state::State;
 use crate::view::reader::Reader;
 
+mod handoff;
 mod inspect;
 mod metadata;
 mod open;

@@ -78,7 +78,7 @@ NO_SNAPSHOTS = CheckpointOptions(
 )
 KEYS = [b"", b"a", b"b", b"k\x00", b"\xff\xff\xff"]
 #: The commit steps at which ``verstore.checkpoint.faults`` calls the hook, in order.
-COMMIT_STEPS = [s for s in faults.STEPS if s != "during_rebuild"]
+COMMIT_STEPS = list(faults.COMMIT_STEPS)
 #: Steps at or after which a commit that dies there is durable (the changelog is the commit).
 DURABLE_STEPS = COMMIT_STEPS[COMMIT_STEPS.index("after_changelog") :]
 #: Steps at or after which the local copy is recorded clean at the new commit.

@@ -5,7 +5,8 @@ interleave several processes' opens, commits, snapshots and cleanups step by ste
 of them with SIGKILL at any step. Commands arrive as one JSON object per line on stdin; every
 event goes back as one JSON object per line on stdout:
 
-* ``{"at": step}`` at every step of ``verstore.checkpoint.faults`` and after every changelog a
+* ``{"at": step}`` at every step of ``verstore.checkpoint.faults`` that a command reaches (not
+  the keeper's thread's, which hands stores over on its own) and after every changelog a
   replay applied (``"replay"``): the process then waits for ``{"cmd": "go"}`` (or its kill);
 * ``{"done": result}`` or ``{"error": [class names, message, traceback]}`` when a command ends.
 
@@ -35,6 +36,7 @@ import dataclasses
 import json
 import shutil
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -66,6 +68,8 @@ def receive() -> Any:
 
 
 def hook(step: str) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # the keeper's thread handing a store over: not a command the parent drives
     send({"at": step})
     command = receive()
     assert command == {"cmd": "go"}, command

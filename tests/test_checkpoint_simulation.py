@@ -71,7 +71,7 @@ OPTIONS = CheckpointOptions(
     lock_timeout_s=30,
     replay_chunk_records=3,
 )
-COMMIT_STEPS = tuple(step for step in faults.STEPS if step != "during_rebuild")
+COMMIT_STEPS = faults.COMMIT_STEPS
 #: Steps at or after which a crashed commit is durable (the changelog write is the commit).
 DURABLE_FROM = COMMIT_STEPS.index("after_changelog")
 
@@ -531,11 +531,15 @@ class Simulation(RuleBasedStateMachine):
     @rule(
         executor=st.integers(0, EXECUTORS - 1),
         worker=st.integers(1, WORKERS - 1),
-        how=st.sampled_from(["dies", "closes idle stores", "settles idle stores"]),
+        how=st.sampled_from(
+            ["dies", "closes idle stores", "settles idle stores", "dies handing over"]
+        ),
     )
     def worker_ends(self, executor: int, worker: int, how: str) -> None:
         """A Python worker dies holding the stores it kept (killed, out of memory), closes
-        them (idle too long, too many), or settles them (idle a while: flushed and clean)."""
+        them (idle too long, too many: each leaves its write buffer saved beside its copy),
+        settles them (idle a while: flushed and clean), or dies while it hands one over (its
+        write buffer saved, ``LOCAL.json`` not yet naming it)."""
         keeper = self.keepers[(executor, worker)]
         if not keeper.held() or any(
             (a.executor, a.worker) == (executor, worker) for a in self.pending
@@ -543,6 +547,20 @@ class Simulation(RuleBasedStateMachine):
             return
         event(f"worker {how}")
         if how == "dies":
+            keeper.discard_all()
+        elif how == "dies handing over":
+
+            def hook(step: str) -> None:
+                if step == "during_handoff":
+                    raise SimulatedCrash(step)
+
+            faults.set_hook(hook)
+            try:
+                keeper.close_all()
+            except SimulatedCrash:
+                pass
+            finally:
+                faults.set_hook(None)
             keeper.discard_all()
         elif how == "settles idle stores":
             keeper.run_maintenance(settle=True)

@@ -61,7 +61,7 @@ VALUE_SCHEMAS = [
     pa.schema([("price", pa.int32()), ("venue", pa.string())]),
     pa.schema([("price", pa.int64()), ("venue", pa.string())]),
 ]
-COMMIT_STEPS = tuple(s for s in faults.STEPS if s != "during_rebuild")
+COMMIT_STEPS = faults.COMMIT_STEPS
 DURABLE_FROM = COMMIT_STEPS.index("after_changelog")
 REPARTITION_STEPS = (
     "repartition_marked",

@@ -8,6 +8,7 @@ of the protocol; these tests pin each one down with real processes."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -15,7 +16,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
@@ -92,6 +95,121 @@ def test_the_next_task_in_the_process_finds_the_store_open(tmp_path: Path) -> No
         keeper.stop()
 
 
+def copy_dir(local: Path) -> Path:
+    return local / "prices" / "q=default" / "p=0"
+
+
+def hand_over_with_buffer(tmp_path: Path) -> dict[str, object]:
+    """Commits versions 1-5 keeping the store (the last two after its snapshot, so in its
+    write buffer only), closes it as a handoff does, and returns ``LOCAL.json``."""
+    keeper = Keeper(background=False)
+    try:
+        commit_batches(tmp_path / "root", tmp_path / "local", 0, 5, keeper)
+        keeper.close_all()
+    finally:
+        keeper.stop()
+    return copy_state(tmp_path / "local")
+
+
+def test_a_handoff_moves_the_write_buffer_in_a_file(tmp_path: Path) -> None:
+    """A kept store closes with its write buffer saved beside db/: LOCAL.json is clean at its
+    commit and names the file; the next open reuses the copy with the buffer, and removes it
+    once LOCAL.json says dirty."""
+    state = hand_over_with_buffer(tmp_path)
+    assert state["clean"] is True and state["version"] == 5
+    buffer = state["buffer"]
+    assert isinstance(buffer, dict)
+    saved = copy_dir(tmp_path / "local") / str(buffer["name"])
+    assert saved.stat().st_size == buffer["size"] > 100
+    part = open_store(tmp_path / "root", tmp_path / "local", 5)
+    assert part.stats.reused and not part.stats.rebuilt
+    expect_state(part, 4)
+    assert copy_state(tmp_path / "local")["clean"] is False
+    assert list(copy_dir(tmp_path / "local").glob("buffer-*")) == []
+    write_batch(part, 5)
+    part.commit()
+    part = open_store(tmp_path / "root", tmp_path / "local", 6)
+    assert part.stats.reused
+    expect_state(part, 5)
+    part.abort()
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-7])
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _edit_state(local: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    state_file = copy_dir(local) / "LOCAL.json"
+    state = json.loads(state_file.read_text())
+    edit(state["buffer"])
+    state_file.write_text(json.dumps(state))
+
+
+DAMAGES: dict[str, Callable[[Path, Path], None]] = {
+    "removed": lambda saved, local: saved.unlink(),
+    "cut short": lambda saved, local: _cut(saved),
+    "a bit flipped": lambda saved, local: _flip(saved),
+    "another checksum": lambda saved, local: _edit_state(
+        local, lambda b: b.update(crc32=b["crc32"] ^ 1)
+    ),
+    "a name of another directory": lambda saved, local: _edit_state(
+        local, lambda b: b.update(name="../" + b["name"])
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_saved_buffer_makes_the_open_rebuild(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A saved buffer that is not what LOCAL.json records (a failing disk, a crash of the
+    machine before the file reached it, an edit) is never loaded: the copy is rebuilt from
+    the checkpoint, exactly."""
+    state = hand_over_with_buffer(tmp_path)
+    assert isinstance(state["buffer"], dict)
+    saved = copy_dir(tmp_path / "local") / str(state["buffer"]["name"])
+    DAMAGES[damage](saved, tmp_path / "local")
+    with caplog.at_level(logging.WARNING, logger="verstore.checkpoint"):
+        part = open_store(tmp_path / "root", tmp_path / "local", 5)
+    assert part.stats.rebuilt and not part.stats.reused
+    expect_state(part, 4)
+    if damage != "a name of another directory":  # not ours: LOCAL.json says nothing usable
+        assert "is damaged; rebuilding it" in caplog.text and "buffer" in caplog.text
+    part.abort()
+
+
+def test_a_holder_that_dies_handing_over_leaves_a_copy_that_is_rebuilt(tmp_path: Path) -> None:
+    """Killed after its buffer was saved and before LOCAL.json named it: the copy is dirty, as
+    it was since its task opened it; the next open rebuilds and removes the file."""
+    keeper = Keeper(background=False)
+
+    def crash(step: str) -> None:
+        if step == "during_handoff":
+            raise SystemExit(step)
+
+    try:
+        commit_batches(tmp_path / "root", tmp_path / "local", 0, 5, keeper)
+        faults.set_hook(crash)
+        with pytest.raises(SystemExit):
+            keeper.close_all()
+    finally:
+        faults.set_hook(None)
+        keeper.discard_all()
+    assert copy_state(tmp_path / "local")["clean"] is False
+    assert len(list(copy_dir(tmp_path / "local").glob("buffer-*"))) == 1
+    part = open_store(tmp_path / "root", tmp_path / "local", 5)
+    assert part.stats.rebuilt
+    expect_state(part, 4)
+    assert list(copy_dir(tmp_path / "local").glob("buffer-*")) == []
+    part.abort()
+
+
 def test_snapshots_and_cleanup_run_after_the_task(tmp_path: Path) -> None:
     keeper = Keeper(background=False)
     root = tmp_path / "root"
@@ -117,7 +235,9 @@ def test_snapshots_and_cleanup_run_after_the_task(tmp_path: Path) -> None:
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from pathlib import Path
+    from collections.abc import Callable
+from pathlib import Path
+from typing import Any
     from verstore.checkpoint import CheckpointOptions, PartitionStore
     from verstore.checkpoint.keeper import Keeper
 
@@ -291,7 +411,9 @@ def test_a_keeper_holds_at_most_max_stores(tmp_path: Path) -> None:
 WORKER = textwrap.dedent(
     """
     import random, sys, time
-    from pathlib import Path
+    from collections.abc import Callable
+from pathlib import Path
+from typing import Any
     from verstore.checkpoint import CheckpointOptions, LineageFiles, Location, PartitionStore
     from verstore.checkpoint.chain import Graph
     from verstore.checkpoint.keeper import Keeper
@@ -421,7 +543,9 @@ def test_a_reader_never_asks_for_a_kept_store(tmp_path: Path) -> None:
 STALE_HOLDER = textwrap.dedent(
     """
     import sys
-    from pathlib import Path
+    from collections.abc import Callable
+from pathlib import Path
+from typing import Any
     from verstore.checkpoint import CheckpointOptions, PartitionStore
     from verstore.checkpoint.keeper import Keeper
 

@@ -481,6 +481,32 @@ class VersionedStore:
             StorageError: The write buffer could not be written or the memtables not flushed,
                 or the store had failed (the store is closed anyway, its lock released).
         """
+    def close_keeping_buffer(self, path: str | os.PathLike[str]) -> tuple[int, int]:
+        """Closes the store leaving its write buffer in the new file ``path`` instead of
+        writing it to RocksDB: how a store moves to another process without a flush of
+        everything it buffered. The segments dropped and the metadata are written and the
+        memtables flushed, so the directory and the file together hold every accepted write;
+        :meth:`load_buffer` right after the next open of the directory restores the store.
+
+        Returns:
+            ``(size, crc32)`` of the file, to give to :meth:`load_buffer`.
+
+        Raises:
+            ValueError: A store without a write buffer (in memory, or with the write-ahead
+                log on); the message names ``buffer``.
+            StorageError: The file could not be written (it is removed, and the store is
+                closed with its write buffer written to RocksDB), or RocksDB's write or flush
+                failed. The store is closed either way.
+        """
+    def load_buffer(self, path: str | os.PathLike[str], size: int, crc32: int) -> None:
+        """Restores the write buffer that :meth:`close_keeping_buffer` saved in ``path`` as
+        ``(size, crc32)``, right after the open of the directory it was saved with.
+
+        Raises:
+            CorruptionError: The file is missing, or its size, checksum or entries are not what
+                was saved; the message names it. The store is unchanged.
+            ValueError: The store has no write buffer, or already holds writes.
+        """
     def __enter__(self) -> VersionedStore: ...
     def __exit__(self, *exc_info: object) -> None: ...
 

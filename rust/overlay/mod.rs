@@ -23,7 +23,11 @@ use pending::{Base, Pending, PendingMap};
 
 mod journal;
 mod pending;
+mod saved;
 mod write_set;
+
+pub(crate) use saved::PendingWrites;
+pub use saved::SavedBuffer;
 
 /// What an overlay does to a read of one key.
 pub(crate) enum ReadPlan<'a> {

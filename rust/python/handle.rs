@@ -82,4 +82,16 @@ impl<T: Send> Handle<T> {
         let value = self.lock(py).take();
         py.detach(move || value.map_or(Ok(()), end)).map_err(to_py)
     }
+
+    /// Takes the value out (closing the handle) and ends it with `end` without the GIL, for an
+    /// end with a result: on a closed handle, [`Error::Closed`].
+    pub(crate) fn close_with<R: Send>(
+        &self,
+        py: Python<'_>,
+        end: impl FnOnce(T) -> crate::Result<R> + Send,
+    ) -> PyResult<R> {
+        let value = self.lock(py).take();
+        py.detach(move || value.ok_or(Error::Closed).and_then(end))
+            .map_err(to_py)
+    }
 }

@@ -11,7 +11,7 @@ use super::errors::to_py;
 use super::handle::Handle;
 use super::record::PyVersionedRecord;
 use super::times::{Times, Writes};
-use crate::{RecordColumns, VersionedStore};
+use crate::{RecordColumns, SavedBuffer, VersionedStore};
 
 /// A versioned key-value store.
 #[pyclass(name = "VersionedStore", module = "verstore._core", frozen)]
@@ -218,6 +218,21 @@ impl PyVersionedStore {
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.inner.close(py, VersionedStore::close)
+    }
+
+    /// Closes the store, leaving its write buffer in the new file `path` (see the stub);
+    /// returns the file's `(size, crc32)`.
+    fn close_keeping_buffer(&self, py: Python<'_>, path: PathBuf) -> PyResult<(u64, u32)> {
+        let saved = self
+            .inner
+            .close_with(py, |s| s.close_keeping_buffer(&path))?;
+        Ok((saved.bytes, saved.crc32))
+    }
+
+    /// Restores a write buffer that `close_keeping_buffer` saved (see the stub).
+    fn load_buffer(&self, py: Python<'_>, path: PathBuf, size: u64, crc32: u32) -> PyResult<()> {
+        let expected = SavedBuffer { bytes: size, crc32 };
+        self.inner.detached(py, |s| s.load_buffer(&path, expected))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

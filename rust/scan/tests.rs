@@ -131,6 +131,8 @@ enum Op {
     Put(usize, Option<Vec<u8>>, i64),
     Delete(usize, i64),
     Reopen,
+    /// To another process with the write buffer (`Sut::hand_off`).
+    HandOff,
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
@@ -143,6 +145,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         10 => (0..KEYS.len(), value, dt.clone()).prop_map(|(k, v, dt)| Op::Put(k, v, dt)),
         3 => (0..KEYS.len(), dt).prop_map(|(k, dt)| Op::Delete(k, dt)),
         1 => Just(Op::Reopen),
+        1 => Just(Op::HandOff),
     ]
 }
 
@@ -186,6 +189,7 @@ fn apply(sut: &mut Sut, ops: &[Op]) {
                 sut.store_mut().delete(KEYS[*key], at(*dt)).expect("delete");
             }
             Op::Reopen => sut.reopen(),
+            Op::HandOff => sut.hand_off().expect("hand off"),
         }
     }
 }

@@ -6,14 +6,16 @@ process at a named step. The steps, in protocol order:
 
 ``before_changelog``, ``after_changelog``, ``after_local_state``, ``during_snapshot_upload``,
 ``before_manifest``, ``after_manifest``, ``before_cleanup``, ``during_cleanup``,
-``during_rebuild``.
+``during_rebuild``, and, apart from commits, ``during_handoff`` (a kept store's write buffer
+saved, ``LOCAL.json`` not yet naming it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-STEPS = (
+#: The steps of a commit, its snapshot and cleanup, in order.
+COMMIT_STEPS = (
     "before_changelog",
     "after_changelog",
     "after_local_state",
@@ -22,8 +24,8 @@ STEPS = (
     "after_manifest",
     "before_cleanup",
     "during_cleanup",
-    "during_rebuild",
 )
+STEPS = (*COMMIT_STEPS, "during_rebuild", "during_handoff")
 
 _hook: Callable[[str], None] | None = None
 
@@ -39,4 +41,4 @@ def step(name: str) -> None:
         _hook(name)
 
 
-__all__ = ["STEPS", "set_hook", "step"]
+__all__ = ["COMMIT_STEPS", "STEPS", "set_hook", "step"]

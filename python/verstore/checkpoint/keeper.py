@@ -7,9 +7,10 @@ partition in the same process finds it open. The commit then writes its changelo
 else on the task's path. The rest runs in the keeper's thread, as Spark's own state stores
 upload snapshots in maintenance: when a snapshot is due, a flush, the snapshot and cleanup
 (``post_commit``) right after the commit; otherwise nothing until the store is *settled*
-(flushed, ``LOCAL.json`` clean at its commit), which happens when it has been idle for
-``settle_s``, is handed over or closed. Until then RocksDB flushes when its memtables fill, so
-a store taken again soon gets many batches into one flush.
+(flushed, ``LOCAL.json`` clean at its commit) when it has been idle for ``settle_s``, or
+closed keeping its write buffer (clean at its commit too) when it is handed over or closed.
+Until then RocksDB flushes when its memtables fill, so a store taken again soon gets many
+batches into one flush.
 
 The commit's changelog makes it durable, so nothing held here is needed for durability: a
 process that dies holding a store leaves a local copy that is reused when the store was
@@ -18,8 +19,9 @@ settled, and rebuilt or caught up otherwise, exactly as after any crash.
 **Handoff.** The lock of a held store belongs to the process holding it. Another process that
 needs the local copy (a task of the partition scheduled in another Python worker) touches
 ``HANDOFF`` in the copy's directory while it waits for the lock (``local.LocalCopy.lock``); the
-keeper's thread, which looks every ``poll_s``, hands over any idle store asked for: it settles
-it, closes it and releases the lock, and the waiter then reuses the copy from disk. A store in
+keeper's thread, which looks every ``poll_s``, hands over any idle store asked for: it closes
+it keeping its write buffer in a file that ``LOCAL.json`` names (``HeldStore.hand_over``) and
+releases the lock, and the waiter then reuses the copy from disk with that buffer. A store in
 use by a task is never handed over: the waiter waits for its task, as it always did. The
 keeper also closes stores left idle for ``idle_s`` and, beyond ``max_stores``, the least
 recently used ones.
@@ -37,8 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verstore._core import VersionedStore
+from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
-from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
+from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.stats import CommitStats
 
 log = logging.getLogger("verstore.checkpoint")
@@ -98,17 +101,36 @@ class HeldStore:
             self.uploaded, self.settled = work(self.uploaded)
 
     def close_store(self) -> None:
-        """Settles the copy and closes the store, keeping the lock. A store that fails to
-        close leaves the copy marked for a rebuild."""
+        """Closes the store, keeping the lock, with the copy clean at ``commit``: a settled
+        store closes; one that is not leaves its write buffer in a file that ``LOCAL.json``
+        names (``hand_over``). A store that fails to close leaves the copy marked for a
+        rebuild."""
         if self.closed:
             return
         self.closed = True
         try:
-            self.settle()
-            self.store.close()
+            if self.settled:
+                self.store.close()
+            else:
+                self.hand_over()
         except BaseException:
             self.local.forget()
             raise
+
+    def hand_over(self) -> None:
+        """Closes the store leaving its write buffer saved beside ``db/``, and marks the copy
+        clean at ``commit`` with it. A flush would write the buffer of several micro-batches
+        into RocksDB and then into a new level-0 file, on the path of the task waiting for
+        the store; the next process loads the file instead (docs/checkpoint.md)."""
+        self.maintenance = None
+        path = self.local.new_buffer()
+        size, crc32 = self.store.close_keeping_buffer(path)
+        faults.step("during_handoff")
+        saved = SavedBuffer(path.name, size, crc32)
+        self.local.write_state(
+            LocalState(self.copy_of, self.commit, True, self.uploaded, buffer=saved)
+        )
+        self.settled = True
 
     def close(self) -> None:
         """:meth:`close_store`, then releases the lock whatever happens."""

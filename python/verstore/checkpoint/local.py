@@ -4,6 +4,8 @@
 LOCK          an exclusive flock while a task uses the copy (or a process keeps its store open)
 HANDOFF       touched by a task waiting for the lock: a process keeping the store open hands it over
 LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState), and db/'s name
+buffer-<id>   a kept store's write buffer, saved when the store was handed over or closed
+              (LOCAL.json names it, with its size and checksum: db/ and it are the commit)
 db-<id>/      "db/": the RocksDB working copy (write-ahead log off: the checkpoint is the log),
               named anew at every rebuild (copies made before that naming: db/)
 .tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint); what a crashed
@@ -42,6 +44,40 @@ from verstore.exceptions import StoreLockedError
 from verstore.location import TMP_MARK, sync_dir
 
 
+@dataclass(frozen=True)
+class SavedBuffer:
+    """A kept store's write buffer saved beside ``db/`` (``VersionedStore.close_keeping_buffer``).
+
+    Attributes:
+        name: The file's name in the copy's directory, ``buffer-<32 hex>``.
+        size: Its size in bytes.
+        crc32: Its checksum, as the store wrote it.
+    """
+
+    name: str
+    size: int
+    crc32: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "crc32": self.crc32}
+
+    @staticmethod
+    def from_json(obj: Any) -> SavedBuffer:
+        """Raises ValueError for anything but a buffer of ours."""
+        if not isinstance(obj, dict):
+            raise ValueError("buffer")
+        name, size, crc32 = obj.get("name"), obj.get("size"), obj.get("crc32")
+        if not isinstance(name, str) or not BUFFER_NAME.fullmatch(name):
+            raise ValueError("buffer name")  # a path, say, names no buffer of the copy
+        return SavedBuffer(name, _bounded(size, 1 << 63), _bounded(crc32, 1 << 32))
+
+
+def _bounded(number: Any, bound: int) -> int:
+    if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < bound:
+        raise ValueError("a saved buffer's size or checksum")
+    return number
+
+
 @dataclass
 class LocalState:
     """The contents of ``LOCAL.json``.
@@ -60,6 +96,8 @@ class LocalState:
     uploaded: dict[str, Any] = field(default_factory=dict)
     #: The name of the ``db/`` directory it speaks of, as read (written: the copy's own).
     db: str = "db"
+    #: The write buffer saved beside ``db/``, part of the commit's state (clean copies only).
+    buffer: SavedBuffer | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +106,7 @@ class LocalState:
             "attempt": self.commit.attempt.hex() if self.commit else None,
             "clean": self.clean,
             "uploaded": self.uploaded,
+            "buffer": self.buffer.to_json() if self.buffer is not None else None,
         }
 
     @staticmethod
@@ -85,12 +124,15 @@ class LocalState:
             db = obj.get("db", "db")
             if not isinstance(db, str) or not DB_NAME.fullmatch(db):
                 return LocalState()  # a name not of ours (a path, say) names no copy
+            saved = obj.get("buffer")
+            buffer = SavedBuffer.from_json(saved) if saved is not None else None
             return LocalState(
                 lineage=str(obj["lineage"]),
                 commit=commit,
                 clean=obj.get("clean") is True,
                 uploaded=uploaded,
                 db=db,
+                buffer=buffer,
             )
         except (KeyError, TypeError, ValueError):
             return LocalState()
@@ -98,6 +140,9 @@ class LocalState:
 
 #: The names of ``db/``: ``db`` (copies made before rebuilds named it) or ``db-<32 hex>``.
 DB_NAME = re.compile(r"db(-[0-9a-f]{32})?")
+
+#: The names of saved write buffers: ``buffer-<32 hex>``.
+BUFFER_NAME = re.compile(r"buffer-[0-9a-f]{32}")
 
 #: The file a task waiting for the lock touches: a request to hand a kept-open store over.
 HANDOFF = "HANDOFF"
@@ -203,6 +248,18 @@ class LocalCopy:
                     shutil.rmtree(path, ignore_errors=True)
         self.db = self.dir / f"db-{uuid.uuid4().hex}"
 
+    def new_buffer(self) -> Path:
+        """A new name for a saved write buffer in the copy's directory."""
+        return self.dir / f"buffer-{uuid.uuid4().hex}"
+
+    def remove_buffers(self) -> None:
+        """Removes every saved write buffer: once ``LOCAL.json`` no longer names one (the copy
+        is dirty, or clean without one), they are of no use. Only with the lock held."""
+        with contextlib.suppress(FileNotFoundError):
+            for path in self.dir.iterdir():
+                if BUFFER_NAME.fullmatch(path.name):
+                    path.unlink(missing_ok=True)
+
     def write_state(self, state: LocalState) -> None:
         tmp = self.state_file.with_name(f"{TMP_MARK}LOCAL.json")
         with open(tmp, "w") as handle:
@@ -222,4 +279,4 @@ def _age_s(path: Path, now: float) -> float:
         return 0.0
 
 
-__all__ = ["HANDOFF", "READER_MARK", "LocalCopy", "LocalState"]
+__all__ = ["HANDOFF", "READER_MARK", "LocalCopy", "LocalState", "SavedBuffer"]

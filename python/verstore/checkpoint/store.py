@@ -32,7 +32,7 @@ from verstore.checkpoint.layout import (
     Listing,
     PartitionFiles,
 )
-from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState
+from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.checkpoint.options import CheckpointOptions
 from verstore.checkpoint.partitioning import Partitioning
@@ -231,6 +231,8 @@ class PartitionStore:
             self._local.write_state(
                 LocalState(self._copy_of, self._serving, clean=False, uploaded=self._uploaded)
             )
+        if not self.read_only:
+            self._local.remove_buffers()  # LOCAL.json names none now: a loaded one is in the store
 
     def _locate(self, lineage_files: LineageFiles, wanted: StoreSettings) -> Listing:
         """Checks the settings and finds the partition's directory in the partitioning that
@@ -486,7 +488,7 @@ class PartitionStore:
             self._local.write_state(
                 LocalState(self._copy_of, None, clean=False, uploaded=state.uploaded)
             )
-        self._store = self._open_clean_copy()
+        self._store = self._open_clean_copy(state.buffer)
         if self._store is None:
             self._rebuild(progress)
             return False
@@ -496,22 +498,38 @@ class PartitionStore:
             self.stats.reused = True
         return False
 
-    def _open_clean_copy(self) -> VersionedStore | None:
-        """Opens the local copy that ``LOCAL.json`` says is clean; None when RocksDB finds its
-        files damaged. The copy is a cache of the checkpoint: damaged files (a failing disk, a
-        file system that lost writes in a crash) are rebuilt, not a task failing at every retry
-        on the same files. Damage found later, by a read, fails the task; its copy is dirty by
-        then, so the retry rebuilds."""
+    def _open_clean_copy(self, buffer: SavedBuffer | None) -> VersionedStore | None:
+        """Opens the local copy that ``LOCAL.json`` says is clean, with the write buffer saved
+        beside it when it names one; None when its files are damaged (RocksDB's, or a saved
+        buffer that is missing or not what was saved). The copy is a cache of the checkpoint:
+        damaged files (a failing disk, a file system that lost writes in a crash) are rebuilt,
+        not a task failing at every retry on the same files. Damage found later, by a read,
+        fails the task; its copy is dirty by then, so the retry rebuilds."""
         try:
-            return self._open_local()
+            store = self._open_local()
         except CorruptionError as e:
-            log.warning(
-                "%s: the local copy %s is damaged; rebuilding it from the checkpoint: %s",
-                self._files.describe(),
-                self._local.db,
-                e,
-            )
+            self._warn_damaged(e)
             return None
+        if buffer is None:
+            return store
+        try:
+            store.load_buffer(self._local.dir / buffer.name, buffer.size, buffer.crc32)
+        except CorruptionError as e:
+            store.close()
+            self._warn_damaged(e)
+            return None
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _warn_damaged(self, e: CorruptionError) -> None:
+        log.warning(
+            "%s: the local copy %s is damaged; rebuilding it from the checkpoint: %s",
+            self._files.describe(),
+            self._local.db,
+            e,
+        )
 
     def _adopt(self, held: HeldStore, progress: Progress | None) -> bool | None:
         """Uses the store a keeper held for this copy when it holds the serving commit or an

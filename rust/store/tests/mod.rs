@@ -11,6 +11,7 @@
 //! * [`properties`]: property tests: every backend against the model, batches against loops of
 //!   single calls, replay order, the whole `i64` time range;
 //! * [`persistence`]: reopening, configuration and lock checks;
+//! * [`handoff`]: a store closed with its write buffer saved, and reopened with it;
 //! * [`failures`]: failed writes to storage leave a failed store or a failed call, never lost
 //!   acknowledged writes;
 //! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
@@ -26,6 +27,7 @@ mod corruption;
 mod deviations;
 mod edge_cases;
 mod failures;
+mod handoff;
 mod harness;
 mod kafka;
 mod model;

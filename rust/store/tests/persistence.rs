@@ -8,9 +8,12 @@ use super::model::{Model, Plan, assert_same, observe};
 use crate::record::NOT_PUT;
 use crate::{Error, RocksOptions, StoreConfig, VersionedStore};
 
+/// A put: key, value (None: a tombstone), timestamp.
+pub(super) type Write = (Vec<u8>, Option<Vec<u8>>, i64);
+
 /// A few hundred writes over five keys: mostly in order, some late, some tombstones, a few past
 /// the grace period.
-fn scripted_writes() -> Vec<(Vec<u8>, Option<Vec<u8>>, i64)> {
+pub(super) fn scripted_writes() -> Vec<Write> {
     (0..300i64)
         .map(|step| {
             let key = format!("k{}", step % 5).into_bytes();

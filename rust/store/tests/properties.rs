@@ -36,6 +36,8 @@ pub(super) enum Op {
         dt: i64,
     },
     Reopen,
+    /// The store moves to another process with its write buffer (`Sut::hand_off`).
+    HandOff,
     /// The process dies after the last call returned (`Sut::crash`).
     Crash,
 }
@@ -74,6 +76,7 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         1 => (proptest::collection::vec((arb_key(), arb_value(), arb_dt()), 1..6), 0usize..6)
             .prop_map(|(rows, at)| { let at = at % rows.len(); Op::FailingBatch(rows, at) }),
         1 => Just(Op::Reopen),
+        1 => Just(Op::HandOff),
         1 => Just(Op::Crash),
     ]
 }
@@ -177,6 +180,16 @@ pub(super) fn apply(
         // key at its end and after a final reopen.
         Op::Reopen => {
             sut.reopen();
+            Ok(Vec::new())
+        }
+        Op::HandOff => {
+            let time = sut.store().observed_stream_time();
+            sut.hand_off().map_err(|e| TestCaseError::fail(err(e)))?;
+            prop_assert_eq!(
+                sut.store().observed_stream_time(),
+                time,
+                "stream time after it"
+            );
             Ok(Vec::new())
         }
         Op::Crash => {

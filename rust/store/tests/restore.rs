@@ -254,7 +254,7 @@ proptest! {
         let mut sut = Sut::new(config, backing);
         sut.store_mut().set_record_changes(true).expect("record");
         // A reopen would end the recording session: the changelog is one session's writes.
-        for op in ops.iter().filter(|op| !matches!(op, Op::Reopen | Op::Crash)) {
+        for op in ops.iter().filter(|op| !matches!(op, Op::Reopen | Op::HandOff | Op::Crash)) {
             apply(&mut model, &mut sut, op)?;
         }
         let (replica, _dir) = replica_of(&mut sut, chunk);

@@ -83,6 +83,24 @@ impl Sut {
         }
     }
 
+    /// Hands the store over as a process that kept it open does to the next one: closed with
+    /// its write buffer saved beside the directory, reopened, the buffer loaded. Stores without
+    /// a write buffer are reopened.
+    pub(crate) fn hand_off(&mut self) -> crate::Result<()> {
+        let Some(path) = self.dir.as_ref().filter(|_| !self.options.wal) else {
+            self.reopen();
+            return Ok(());
+        };
+        let path = path.path().to_owned();
+        let file = path.with_extension("buffer");
+        let saved = self.take().close_keeping_buffer(&file)?;
+        let mut store = VersionedStore::open_with(&path, self.config, self.options)?;
+        store.load_buffer(&file, saved)?;
+        std::fs::remove_file(&file).map_err(crate::Error::io(&file))?;
+        self.store = Some(store);
+        Ok(())
+    }
+
     /// Ends the process's hold on the store as a crash would, then reopens it. Only a store
     /// with its write-ahead log keeps every returned write through a crash; the others are
     /// closed normally (a crash loses a write buffer by design).

@@ -1,0 +1,247 @@
+//! A write buffer's pending writes as a file: how a store handed from one process to another
+//! takes its write buffer along instead of writing it into RocksDB (docs/checkpoint.md,
+//! "Stores kept open").
+//!
+//! Writing a buffer of a few micro-batches into RocksDB and flushing the memtables costs a
+//! handoff about ten times what writing the same entries out as they are does, and the next
+//! process would then read them back from a new level-0 file. The file holds only the
+//! pending writes; the segments dropped and the metadata are written to RocksDB before it
+//! (`VersionedStore::close_keeping_buffer`), so the store on disk plus the file is the store.
+//!
+//! ```text
+//! "VSWB" 1u8                                       magic and format version
+//! per entry: u32 key length, key,
+//!            u8 base (1 stored, 2 put, 3 deleted, 4 absent), [u32 length, value when put],
+//!            u32 appends length, appends
+//! u64 entry count, u32 crc32 of every byte before it   (integers big-endian)
+//! ```
+//!
+//! The file is as hostile as any other: its size and checksum must be the ones recorded when
+//! it was written, and every length is checked before it is used.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::Overlay;
+use super::pending::{Base, Pending, PendingMap};
+use crate::error::{Error, Result};
+use crate::format::key::StorageKey;
+use crate::format::short_bytes::ShortBytes;
+use crate::format::{read_u32, read_u64};
+
+const MAGIC: &[u8; 5] = b"VSWB\x01";
+const TRAILER: usize = 8 + 4;
+
+/// What identifies a saved write buffer: its size and checksum, recorded beside its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SavedBuffer {
+    /// The file's size in bytes.
+    pub bytes: u64,
+    /// The CRC-32 of the file's bytes before the checksum itself.
+    pub crc32: u32,
+}
+
+impl Overlay {
+    /// Whether every pending write could leave with a saved file: true unless a transaction
+    /// runs on the overlay.
+    pub(crate) fn can_save(&self) -> bool {
+        self.journal.is_none()
+    }
+
+    /// Takes the pending writes out, leaving the segments dropped and the metadata to write.
+    pub(crate) fn take_pending(&mut self) -> PendingWrites {
+        self.bytes = 0;
+        PendingWrites(std::mem::take(&mut self.pending))
+    }
+
+    /// Puts saved pending writes into an empty overlay.
+    pub(crate) fn restore_pending(&mut self, writes: PendingWrites) {
+        self.bytes = writes.0.iter().map(|(k, p)| p.bytes(k)).sum();
+        self.pending = writes.0;
+    }
+
+    /// The history segments the pending writes store a row in.
+    pub(crate) fn pending_segments(&self) -> impl Iterator<Item = i64> + '_ {
+        self.pending.iter().filter_map(|(key, pending)| {
+            let stores = matches!(pending.base, Base::Put(_)) || !pending.appends.is_empty();
+            crate::format::key::segment_of(key).filter(|&s| stores && s >= 0)
+        })
+    }
+}
+
+/// Pending writes taken out of an overlay, to save, or read back from a file.
+pub(crate) struct PendingWrites(PendingMap);
+
+impl PendingWrites {
+    /// Writes the entries that change the store into the new file `path`; a write that
+    /// fails removes what it wrote (never a file that was there: the name must be new).
+    pub(crate) fn save(&self, path: &Path) -> Result<SavedBuffer> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(Error::io(path))?;
+        let saved = self.write(file, path);
+        if saved.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        saved
+    }
+
+    fn write(&self, file: std::fs::File, path: &Path) -> Result<SavedBuffer> {
+        let mut out = Checked::new(std::io::BufWriter::with_capacity(1 << 20, file), path);
+        let mut count = 0u64;
+        out.put(MAGIC)?;
+        for (key, pending) in self.0.iter() {
+            if matches!(pending.base, Base::Stored | Base::Absent) && pending.appends.is_empty() {
+                continue; // reads' notes of what is below, which the next process reads again
+            }
+            out.put_bytes(key)?;
+            match &pending.base {
+                Base::Stored => out.put(&[1])?,
+                Base::Put(value) => {
+                    out.put(&[2])?;
+                    out.put_bytes(value)?;
+                }
+                Base::Deleted => out.put(&[3])?,
+                Base::Absent => out.put(&[4])?,
+            }
+            out.put_bytes(&pending.appends)?;
+            count += 1;
+        }
+        out.put(&count.to_be_bytes())?;
+        let crc32 = out.crc.clone().finalize();
+        out.put(&crc32.to_be_bytes())?;
+        let bytes = out.written;
+        // Not synced: the caller records the size and checksum where it records that the file
+        // is the store's (synced), so a file that a crash of the machine cut short or emptied is
+        // found at load, and the copy it belongs to rebuilt.
+        out.inner
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)
+            .map_err(Error::io(path))?;
+        Ok(SavedBuffer { bytes, crc32 })
+    }
+
+    /// Reads the file `path` that was saved as `expected`.
+    pub(crate) fn load(path: &Path, expected: SavedBuffer) -> Result<Self> {
+        let corrupt = |detail: String| Error::corrupt(format!("{}", path.display()), detail);
+        let size = match std::fs::metadata(path) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(corrupt("the saved write buffer is missing".into()));
+            }
+            Err(e) => return Err(Error::io(path)(e)),
+        };
+        if size != expected.bytes {
+            return Err(corrupt(format!(
+                "the saved write buffer has {size} bytes, {} were written",
+                expected.bytes
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(Error::io(path))?;
+        let body_len = bytes.len().checked_sub(4).filter(|&n| n >= MAGIC.len() + 8);
+        let Some(body_len) = body_len else {
+            return Err(corrupt("the saved write buffer is too short".into()));
+        };
+        let crc = crc32fast::hash(&bytes[..body_len]);
+        if crc != expected.crc32 || read_u32(&bytes, body_len) != Some(crc) {
+            return Err(corrupt(
+                "the saved write buffer's checksum does not match".into(),
+            ));
+        }
+        if !bytes.starts_with(MAGIC) {
+            return Err(corrupt(
+                "not a saved write buffer of this format version".into(),
+            ));
+        }
+        decode(
+            &bytes[MAGIC.len()..bytes.len() - TRAILER],
+            read_u64(&bytes, body_len - 8),
+        )
+        .map_err(|detail| corrupt(detail.into()))
+    }
+}
+
+/// The entries of a file's body, `count` of them.
+fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites, &'static str> {
+    let mut map = PendingMap::default();
+    let mut at = Reader { bytes: body, at: 0 };
+    let mut found = 0u64;
+    while at.at < body.len() {
+        let key = StorageKey::from(at.bytes_field()?);
+        let base = match at.byte()? {
+            1 => Base::Stored,
+            2 => Base::Put(ShortBytes::from(at.bytes_field()?)),
+            3 => Base::Deleted,
+            4 => Base::Absent,
+            _ => return Err("an entry has an unknown base"),
+        };
+        let appends = at.bytes_field()?.to_vec();
+        if map.contains_key(&key) {
+            return Err("a key appears twice");
+        }
+        map.insert(key, Pending::new(base, appends));
+        found += 1;
+    }
+    if count != Some(found) {
+        return Err("the entry count does not match the entries");
+    }
+    Ok(PendingWrites(map))
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> std::result::Result<u8, &'static str> {
+        let byte = *self.bytes.get(self.at).ok_or("an entry is cut short")?;
+        self.at += 1;
+        Ok(byte)
+    }
+
+    fn bytes_field(&mut self) -> std::result::Result<&'a [u8], &'static str> {
+        let len = read_u32(self.bytes, self.at).ok_or("an entry is cut short")?;
+        let start = self.at + 4;
+        let end = start
+            .checked_add(len as usize)
+            .ok_or("an entry is cut short")?;
+        let field = self.bytes.get(start..end).ok_or("an entry is cut short")?;
+        self.at = end;
+        Ok(field)
+    }
+}
+
+/// A writer of the file `path` that counts and checksums what goes through it.
+struct Checked<'p, W: Write> {
+    inner: W,
+    path: &'p Path,
+    crc: crc32fast::Hasher,
+    written: u64,
+}
+
+impl<'p, W: Write> Checked<'p, W> {
+    fn new(inner: W, path: &'p Path) -> Self {
+        Self {
+            inner,
+            path,
+            crc: crc32fast::Hasher::new(),
+            written: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.written += bytes.len() as u64;
+        self.inner.write_all(bytes).map_err(Error::io(self.path))
+    }
+
+    fn put_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| Error::invalid("buffer", "a pending write is larger than 4 GiB"))?;
+        self.put(&len.to_be_bytes())?;
+        self.put(bytes)
+    }
+}

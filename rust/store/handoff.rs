@@ -1,0 +1,80 @@
+//! A store handed from one process to another with its write buffer: closed into a saved
+//! buffer file, and opened again with it (`overlay/saved.rs`; docs/checkpoint.md, "Stores kept
+//! open").
+
+use std::path::Path;
+
+use super::VersionedStore;
+use crate::error::{Error, Result};
+use crate::overlay::{PendingWrites, SavedBuffer};
+
+impl VersionedStore {
+    /// Closes the store, leaving its write buffer's pending writes in the new file `path`
+    /// instead of writing them to RocksDB. The segments dropped and the metadata are written and
+    /// the memtables flushed, so the directory and the file together hold every accepted write:
+    /// [`VersionedStore::load_buffer`] on the next open of the directory restores the store.
+    /// A file that cannot be written is removed, and the store closes as when dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a store without a write buffer (in memory, or with a
+    /// write-ahead log); [`Error::Failed`] for a failed store; storage and i/o errors.
+    pub fn close_keeping_buffer(mut self, path: &Path) -> Result<SavedBuffer> {
+        self.check_usable()?;
+        let pending = match self.buffer.as_mut() {
+            Some(buffer) if self.path.is_some() && buffer.can_save() => buffer.take_pending(),
+            _ => return Err(no_buffer()),
+        };
+        let saved = pending.save(path);
+        if saved.is_err() {
+            if let Some(buffer) = self.buffer.as_mut() {
+                buffer.restore_pending(pending); // dropping the store writes them
+            }
+            return saved;
+        }
+        self.write_buffer()?;
+        self.settle_metadata()?;
+        self.backend.flush()?;
+        saved
+    }
+
+    /// Restores the write buffer that [`VersionedStore::close_keeping_buffer`] saved as
+    /// `expected` in `path`, right after the open of the directory it was saved with, before
+    /// any other call.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the file when its size, checksum or entries are not what was
+    /// saved; [`Error::InvalidArgument`] for a store without a write buffer or one that already
+    /// holds writes; i/o errors.
+    pub fn load_buffer(&mut self, path: &Path, expected: SavedBuffer) -> Result<()> {
+        self.check_usable()?;
+        match self.buffer.as_ref() {
+            Some(buffer) if buffer.can_save() && buffer.is_empty() => {}
+            Some(_) => {
+                return Err(Error::invalid(
+                    "buffer",
+                    "a saved write buffer loads only into a store just opened",
+                ));
+            }
+            None => return Err(no_buffer()),
+        }
+        let writes = PendingWrites::load(path, expected)?;
+        let Some(buffer) = self.buffer.as_mut() else {
+            return Err(no_buffer());
+        };
+        buffer.restore_pending(writes);
+        for segment in buffer.pending_segments() {
+            self.state.segments.insert(segment);
+        }
+        if buffer.bytes() > self.buffer_limit {
+            self.write_buffer()?; // opened with less memory than it was saved from
+        }
+        Ok(())
+    }
+}
+
+fn no_buffer() -> Error {
+    Error::invalid(
+        "buffer",
+        "only a persistent store without a write-ahead log has a write buffer to save or load",
+    )
+}
