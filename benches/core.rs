@@ -8,7 +8,8 @@
 //!
 //! Groups: `put_batch` (persistent and in-memory store vs raw `WriteBatch`), `get_batch`
 //! (as-of at the newest version and into history vs raw sorted `MultiGet`), `hot_key` (one key
-//! written n times in one segment: linear time means a flat per-version cost).
+//! written n times in one segment: linear time means a flat per-version cost), `handoff` (a
+//! store's write buffer handed to the next open: flushed, or saved to a file and loaded).
 //!
 //! Run: `make bench` (all suites) or
 //! `cargo bench --profile release --bench core` (this one; the release profile shares the
@@ -244,9 +245,55 @@ fn hot_key(c: &mut Criterion) {
     group.finish();
 }
 
+/// A store with the workload in its write buffer, handed to the next open: written into RocksDB
+/// and flushed, then reopened (`flush`, as a handoff did), or closed keeping the buffer in a
+/// file and reopened with it (`keep_buffer`). The fill is not timed.
+fn handoff(c: &mut Criterion) {
+    let w = workload(env("VERSTORE_BENCH_KEYS", 50_000));
+    let options = RocksOptions {
+        buffer_bytes: 256 << 20, // all of it in the buffer, as a kept store's few micro-batches
+        ..wal_off()
+    };
+    let filled = || {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("db");
+        let mut store = VersionedStore::open_with(&db, config(), options).expect("open");
+        fill(&mut store, &w);
+        (dir, store)
+    };
+    let mut group = c.benchmark_group("handoff");
+    group.throughput(Throughput::Elements(w.rows.len() as u64));
+    group.bench_function("flush", |b| {
+        b.iter_batched(
+            filled,
+            |(dir, store)| {
+                store.close().expect("close");
+                let store = VersionedStore::open_with(dir.path().join("db"), config(), options);
+                (dir, store.expect("reopen"))
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("keep_buffer", |b| {
+        b.iter_batched(
+            filled,
+            |(dir, store)| {
+                let file = dir.path().join("buffer");
+                let saved = store.close_keeping_buffer(&file).expect("close");
+                let db = dir.path().join("db");
+                let mut store = VersionedStore::open_with(db, config(), options).expect("reopen");
+                store.load_buffer(&file, saved).expect("load");
+                (dir, store)
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
-    targets = put_batch, get_batch, hot_key
+    targets = put_batch, get_batch, hot_key, handoff
 }
 criterion_main!(benches);

@@ -235,9 +235,7 @@ def test_snapshots_and_cleanup_run_after_the_task(tmp_path: Path) -> None:
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+    from pathlib import Path
     from verstore.checkpoint import CheckpointOptions, PartitionStore
     from verstore.checkpoint.keeper import Keeper
 
@@ -411,9 +409,7 @@ def test_a_keeper_holds_at_most_max_stores(tmp_path: Path) -> None:
 WORKER = textwrap.dedent(
     """
     import random, sys, time
-    from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+    from pathlib import Path
     from verstore.checkpoint import CheckpointOptions, LineageFiles, Location, PartitionStore
     from verstore.checkpoint.chain import Graph
     from verstore.checkpoint.keeper import Keeper
@@ -543,9 +539,7 @@ def test_a_reader_never_asks_for_a_kept_store(tmp_path: Path) -> None:
 STALE_HOLDER = textwrap.dedent(
     """
     import sys
-    from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+    from pathlib import Path
     from verstore.checkpoint import CheckpointOptions, PartitionStore
     from verstore.checkpoint.keeper import Keeper
 

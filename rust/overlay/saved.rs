@@ -76,51 +76,55 @@ impl PendingWrites {
     /// Writes the entries that change the store into the new file `path`; a write that
     /// fails removes what it wrote (never a file that was there: the name must be new).
     pub(crate) fn save(&self, path: &Path) -> Result<SavedBuffer> {
-        let file = std::fs::OpenOptions::new()
+        let bytes = self.encode()?;
+        let crc32 = read_u32(&bytes, bytes.len() - 4).unwrap_or_default();
+        let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(path)
             .map_err(Error::io(path))?;
-        let saved = self.write(file, path);
-        if saved.is_err() {
+        // Not synced: the caller records the size and checksum where it records that the file
+        // is the store's (synced), so a file that a crash of the machine cut short or emptied is
+        // found at load, and the copy it belongs to rebuilt.
+        if let Err(e) = file.write_all(&bytes) {
+            drop(file);
             let _ = std::fs::remove_file(path);
+            return Err(Error::io(path)(e));
         }
-        saved
+        Ok(SavedBuffer {
+            bytes: bytes.len() as u64,
+            crc32,
+        })
     }
 
-    fn write(&self, file: std::fs::File, path: &Path) -> Result<SavedBuffer> {
-        let mut out = Checked::new(std::io::BufWriter::with_capacity(1 << 20, file), path);
+    /// The file's bytes: encoded whole, then written at once (a write per field, each
+    /// checksummed apart, cost several times as much).
+    fn encode(&self) -> Result<Vec<u8>> {
+        let size: usize = self.0.iter().map(|(k, p)| p.bytes(k)).sum();
+        let mut out = Vec::with_capacity(size + MAGIC.len() + TRAILER);
+        out.extend_from_slice(MAGIC);
         let mut count = 0u64;
-        out.put(MAGIC)?;
         for (key, pending) in self.0.iter() {
             if matches!(pending.base, Base::Stored | Base::Absent) && pending.appends.is_empty() {
                 continue; // reads' notes of what is below, which the next process reads again
             }
-            out.put_bytes(key)?;
+            put_field(&mut out, key)?;
             match &pending.base {
-                Base::Stored => out.put(&[1])?,
+                Base::Stored => out.push(1),
                 Base::Put(value) => {
-                    out.put(&[2])?;
-                    out.put_bytes(value)?;
+                    out.push(2);
+                    put_field(&mut out, value)?;
                 }
-                Base::Deleted => out.put(&[3])?,
-                Base::Absent => out.put(&[4])?,
+                Base::Deleted => out.push(3),
+                Base::Absent => out.push(4),
             }
-            out.put_bytes(&pending.appends)?;
+            put_field(&mut out, &pending.appends)?;
             count += 1;
         }
-        out.put(&count.to_be_bytes())?;
-        let crc32 = out.crc.clone().finalize();
-        out.put(&crc32.to_be_bytes())?;
-        let bytes = out.written;
-        // Not synced: the caller records the size and checksum where it records that the file
-        // is the store's (synced), so a file that a crash of the machine cut short or emptied is
-        // found at load, and the copy it belongs to rebuilt.
-        out.inner
-            .into_inner()
-            .map_err(std::io::IntoInnerError::into_error)
-            .map_err(Error::io(path))?;
-        Ok(SavedBuffer { bytes, crc32 })
+        out.extend_from_slice(&count.to_be_bytes());
+        let crc32 = crc32fast::hash(&out);
+        out.extend_from_slice(&crc32.to_be_bytes());
+        Ok(out)
     }
 
     /// Reads the file `path` that was saved as `expected`.
@@ -165,7 +169,11 @@ impl PendingWrites {
 
 /// The entries of a file's body, `count` of them.
 fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites, &'static str> {
+    // The count is checked against the entries below; here it only sizes the table, as far as
+    // the body could hold that many entries (9 bytes at least each).
     let mut map = PendingMap::default();
+    let room = count.and_then(|c| usize::try_from(c).ok()).unwrap_or(0);
+    map.reserve(room.min(body.len() / 9));
     let mut at = Reader { bytes: body, at: 0 };
     let mut found = 0u64;
     while at.at < body.len() {
@@ -178,10 +186,11 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
             _ => return Err("an entry has an unknown base"),
         };
         let appends = at.bytes_field()?.to_vec();
-        if map.contains_key(&key) {
+        let hash = map.hash(&key);
+        if map.find_mut(hash, &key).is_some() {
             return Err("a key appears twice");
         }
-        map.insert(key, Pending::new(base, appends));
+        map.insert_new(hash, key, Pending::new(base, appends));
         found += 1;
     }
     if count != Some(found) {
@@ -214,34 +223,11 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A writer of the file `path` that counts and checksums what goes through it.
-struct Checked<'p, W: Write> {
-    inner: W,
-    path: &'p Path,
-    crc: crc32fast::Hasher,
-    written: u64,
-}
-
-impl<'p, W: Write> Checked<'p, W> {
-    fn new(inner: W, path: &'p Path) -> Self {
-        Self {
-            inner,
-            path,
-            crc: crc32fast::Hasher::new(),
-            written: 0,
-        }
-    }
-
-    fn put(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc.update(bytes);
-        self.written += bytes.len() as u64;
-        self.inner.write_all(bytes).map_err(Error::io(self.path))
-    }
-
-    fn put_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| Error::invalid("buffer", "a pending write is larger than 4 GiB"))?;
-        self.put(&len.to_be_bytes())?;
-        self.put(bytes)
-    }
+/// Appends a length-prefixed field.
+fn put_field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| Error::invalid("buffer", "a pending write is larger than 4 GiB"))?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(bytes);
+    Ok(())
 }

@@ -31,6 +31,12 @@ impl VersionedStore {
             }
             return saved;
         }
+        // Freeing a buffer of a few micro-batches entry by entry takes about as long as saving
+        // it; the next process, waiting for this store, need not wait for that too.
+        let freed = std::thread::Builder::new().name("verstore-free".into());
+        if let Err(e) = freed.spawn(move || drop(pending)) {
+            drop(e); // no thread to spare: freed here, as it would have been
+        }
         self.write_buffer()?;
         self.settle_metadata()?;
         self.backend.flush()?;
