@@ -225,7 +225,7 @@ def run(command: dict[str, Any]) -> Any:
             else "caught up"
             if part.stats.replayed
             else "new"
-        )
+        ) + (" with a saved write buffer" if part.stats.saved_buffer_bytes else "")
         try:
             seen = dump(part.store, [bytes.fromhex(k) for k in command["keys"]])
             for key, value, ts in command["ops"]:

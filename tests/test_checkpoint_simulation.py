@@ -339,6 +339,8 @@ class Simulation(RuleBasedStateMachine):
             if part.stats.replayed
             else "open: new"
         )
+        if part.stats.saved_buffer_bytes:
+            event("open: loaded a saved write buffer")
         if part.opened.version < batch:
             event("open of a version without its own commit")
         attempt = Attempt(

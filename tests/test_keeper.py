@@ -123,6 +123,7 @@ def test_a_handoff_moves_the_write_buffer_in_a_file(tmp_path: Path) -> None:
     assert saved.stat().st_size == buffer["size"] > 100
     part = open_store(tmp_path / "root", tmp_path / "local", 5)
     assert part.stats.reused and not part.stats.rebuilt
+    assert part.stats.saved_buffer_bytes == buffer["size"]
     expect_state(part, 4)
     assert copy_state(tmp_path / "local")["clean"] is False
     assert list(copy_dir(tmp_path / "local").glob("buffer-*")) == []

@@ -27,6 +27,8 @@ class OpenStats:
         replayed: Changelogs replayed (a rebuild, or catching up a local copy).
         replayed_bytes: Their total size.
         downloaded_bytes: Snapshot bytes downloaded.
+        saved_buffer_bytes: The size of the write buffer that the copy's last holder (another
+            process, which handed the store over) saved beside it, loaded into the store.
         seconds: Time the open took.
     """
 
@@ -39,6 +41,7 @@ class OpenStats:
     replayed: int = 0
     replayed_bytes: int = 0
     downloaded_bytes: int = 0
+    saved_buffer_bytes: int = 0
     seconds: float = 0.0
 
 

@@ -521,6 +521,7 @@ class PartitionStore:
         except BaseException:
             store.close()
             raise
+        self.stats.saved_buffer_bytes = buffer.size
         return store
 
     def _warn_damaged(self, e: CorruptionError) -> None:
