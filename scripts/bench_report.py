@@ -185,13 +185,6 @@ def targets(py: list[Result], rust: list[Result]) -> list[str]:
             "ratio",
         ),
         (
-            "handoff with the write buffer in a file ≥ 2 x a flush (Rust, criterion)",
-            get(rust, ("handoff", r"keep_buffer")),
-            get(rust, ("handoff", r"^flush$")),
-            2.0,
-            "ratio",
-        ),
-        (
             "single put ≥ 2 x SQLite (WAL on)",
             get(py, ("put_single", r"verstore\[wal_on\]")),
             get(py, ("put_single", r"sqlite")),

@@ -90,6 +90,12 @@ impl PendingMap {
             .reserve(additional, |(k, _)| hasher.hash_one(k.as_slice()));
     }
 
+    /// The mask of a hash that gives the slot where a probe for it starts (`hashbrown` starts
+    /// at `hash & (buckets - 1)`, and holds `buckets · 7/8` entries once past 8).
+    pub(super) fn slots_mask(&self) -> usize {
+        (self.table.capacity() * 8 / 7).next_power_of_two().max(1) - 1
+    }
+
     pub(super) fn get(&self, key: &[u8]) -> Option<&Pending> {
         let found = self
             .table

@@ -174,8 +174,8 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
     let mut map = PendingMap::default();
     let room = count.and_then(|c| usize::try_from(c).ok()).unwrap_or(0);
     map.reserve(room.min(body.len() / 9));
+    let mut entries = Vec::with_capacity(room.min(body.len() / 9));
     let mut at = Reader { bytes: body, at: 0 };
-    let mut found = 0u64;
     while at.at < body.len() {
         let key = StorageKey::from(at.bytes_field()?);
         let base = match at.byte()? {
@@ -186,15 +186,21 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
             _ => return Err("an entry has an unknown base"),
         };
         let appends = at.bytes_field()?.to_vec();
-        let hash = map.hash(&key);
+        entries.push((map.hash(&key), key, Pending::new(base, appends)));
+    }
+    if count != Some(entries.len() as u64) {
+        return Err("the entry count does not match the entries");
+    }
+    // In the order of the slots they land in: the table is then written front to back, not at
+    // a random place (a cache miss) per entry.
+    let slots = map.slots_mask();
+    let slots = u64::try_from(slots).unwrap_or(u64::MAX);
+    entries.sort_unstable_by_key(|(hash, _, _)| *hash & slots);
+    for (hash, key, pending) in entries {
         if map.find_mut(hash, &key).is_some() {
             return Err("a key appears twice");
         }
-        map.insert_new(hash, key, Pending::new(base, appends));
-        found += 1;
-    }
-    if count != Some(found) {
-        return Err("the entry count does not match the entries");
+        map.insert_new(hash, key, pending);
     }
     Ok(PendingWrites(map))
 }
@@ -230,4 +236,57 @@ fn put_field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(bytes);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of `entries` (raw entry bytes) claiming `count` of them, checksummed right.
+    fn file(dir: &Path, entries: &[&[u8]], count: u64) -> (std::path::PathBuf, SavedBuffer) {
+        let mut bytes = MAGIC.to_vec();
+        for entry in entries {
+            bytes.extend_from_slice(entry);
+        }
+        bytes.extend_from_slice(&count.to_be_bytes());
+        let crc32 = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc32.to_be_bytes());
+        let path = dir.join("buffer");
+        std::fs::write(&path, &bytes).expect("write");
+        let saved = SavedBuffer {
+            bytes: bytes.len() as u64,
+            crc32,
+        };
+        (path, saved)
+    }
+
+    fn entry(key: &[u8], base: u8, appends: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_field(&mut out, key).expect("key");
+        out.push(base);
+        put_field(&mut out, appends).expect("appends");
+        out
+    }
+
+    #[test]
+    fn entries_that_do_not_add_up_are_corruption_even_with_a_good_checksum() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = entry(b"key a", 1, b"x");
+        let b = entry(b"key b", 3, b"");
+        let odd = entry(b"k", 9, b"");
+        let cases: [(&str, Vec<&[u8]>, u64); 4] = [
+            ("twice", vec![&a, &a], 2),
+            ("count", vec![&a, &b], 3),
+            ("unknown base", vec![&odd], 1),
+            ("cut short", vec![&a[..a.len() - 1]], 1),
+        ];
+        for (name, entries, count) in cases {
+            let (path, saved) = file(dir.path(), &entries, count);
+            let err = PendingWrites::load(&path, saved).err().expect(name);
+            assert!(matches!(err, Error::Corrupt { .. }), "{name}: {err:?}");
+        }
+        let (path, saved) = file(dir.path(), &[&a, &b], 2);
+        let loaded = PendingWrites::load(&path, saved).expect("a good file");
+        assert_eq!(loaded.0.len(), 2);
+    }
 }
