@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint.keeper import Keeper
-from verstore.checkpoint.local import HANDOFF
+from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
 from verstore.exceptions import FencedError
 
 OPTIONS = CheckpointOptions(snapshot_interval=3, lock_timeout_s=20)
@@ -116,7 +116,9 @@ def test_a_handoff_moves_the_write_buffer_in_a_file(tmp_path: Path) -> None:
     commit and names the file; the next open reuses the copy with the buffer, and removes it
     once LOCAL.json says dirty."""
     state = hand_over_with_buffer(tmp_path)
-    assert state["clean"] is True and state["version"] == 5
+    # Clean only with the buffer: a build that does not know saved buffers rebuilds the copy.
+    assert state["clean"] is False and state["clean_with_buffer"] is True
+    assert state["version"] == 5
     buffer = state["buffer"]
     assert isinstance(buffer, dict)
     saved = copy_dir(tmp_path / "local") / str(buffer["name"])
@@ -185,7 +187,35 @@ def test_a_damaged_saved_buffer_makes_the_open_rebuild(
     part.abort()
 
 
-def test_a_holder_that_dies_handing_over_leaves_a_copy_that_is_rebuilt(tmp_path: Path) -> None:
+def test_an_open_that_fails_after_loading_a_saved_buffer_never_applies_it_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The open loads the buffer, then fails (here: writing LOCAL.json at the serving commit);
+    closing its store writes the buffer into db/. The copy must not still be named with the
+    file, or the next open would apply the buffer's appends a second time."""
+    hand_over_with_buffer(tmp_path)
+    write_state = LocalCopy.write_state
+
+    def failing(self: LocalCopy, state: LocalState) -> None:
+        if state.commit is not None and not state.clean:
+            raise OSError("simulated: LOCAL.json cannot be written")
+        write_state(self, state)
+
+    monkeypatch.setattr(LocalCopy, "write_state", failing)
+    with pytest.raises(OSError, match="simulated"):
+        open_store(tmp_path / "root", tmp_path / "local", 5)
+    monkeypatch.setattr(LocalCopy, "write_state", write_state)
+    part = open_store(tmp_path / "root", tmp_path / "local", 5)
+    assert not part.stats.saved_buffer_bytes
+    expect_state(part, 4)
+    for batch in range(4):  # every version of k, once each
+        assert part.store.get(b"k", as_of=batch).value == str(batch).encode()
+    part.abort()
+
+
+def test_a_holder_that_dies_handing_over_leaves_a_copy_that_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Killed after its buffer was saved and before LOCAL.json named it: the copy is dirty, as
     it was since its task opened it; the next open rebuilds and removes the file."""
     keeper = Keeper(background=False)
@@ -197,10 +227,13 @@ def test_a_holder_that_dies_handing_over_leaves_a_copy_that_is_rebuilt(tmp_path:
     try:
         commit_batches(tmp_path / "root", tmp_path / "local", 0, 5, keeper)
         faults.set_hook(crash)
+        # A killed process marks nothing: what LOCAL.json says is what the task left.
+        monkeypatch.setattr(LocalCopy, "forget", lambda self: None)
         with pytest.raises(SystemExit):
             keeper.close_all()
     finally:
         faults.set_hook(None)
+        monkeypatch.undo()
         keeper.discard_all()
     assert copy_state(tmp_path / "local")["clean"] is False
     assert len(list(copy_dir(tmp_path / "local").glob("buffer-*"))) == 1

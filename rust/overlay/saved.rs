@@ -19,7 +19,7 @@
 //! The file is as hostile as any other: its size and checksum must be the ones recorded when
 //! it was written, and every length is checked before it is used.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use super::Overlay;
@@ -130,8 +130,10 @@ impl PendingWrites {
     /// Reads the file `path` that was saved as `expected`.
     pub(crate) fn load(path: &Path, expected: SavedBuffer) -> Result<Self> {
         let corrupt = |detail: String| Error::corrupt(format!("{}", path.display()), detail);
-        let size = match std::fs::metadata(path) {
-            Ok(meta) => meta.len(),
+        // Not followed: a link (to a device that never ends, say) is not a file this store wrote.
+        let size = match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_file() => meta.len(),
+            Ok(_) => return Err(corrupt("the saved write buffer is not a file".into())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(corrupt("the saved write buffer is missing".into()));
             }
@@ -143,7 +145,11 @@ impl PendingWrites {
                 expected.bytes
             )));
         }
-        let bytes = std::fs::read(path).map_err(Error::io(path))?;
+        // At most the bytes recorded, should the file have grown since it was looked at.
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        std::fs::File::open(path)
+            .and_then(|file| file.take(size).read_to_end(&mut bytes))
+            .map_err(Error::io(path))?;
         let body_len = bytes.len().checked_sub(4).filter(|&n| n >= MAGIC.len() + 8);
         let Some(body_len) = body_len else {
             return Err(corrupt("the saved write buffer is too short".into()));
@@ -288,5 +294,18 @@ mod tests {
         let (path, saved) = file(dir.path(), &[&a, &b], 2);
         let loaded = PendingWrites::load(&path, saved).expect("a good file");
         assert_eq!(loaded.0.len(), 2);
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_file_is_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("buffer");
+        std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+        let saved = SavedBuffer { bytes: 0, crc32: 0 };
+        let err = PendingWrites::load(&link, saved).err().expect("a link");
+        assert!(
+            matches!(&err, Error::Corrupt { detail, .. } if detail.contains("not a file")),
+            "{err:?}"
+        );
     }
 }

@@ -13,7 +13,8 @@ impl VersionedStore {
     /// instead of writing them to RocksDB. The segments dropped and the metadata are written and
     /// the memtables flushed, so the directory and the file together hold every accepted write:
     /// [`VersionedStore::load_buffer`] on the next open of the directory restores the store.
-    /// A file that cannot be written is removed, and the store closes as when dropped.
+    /// A file that cannot be written is removed, and the store closes as when dropped; so is
+    /// one saved before a write or flush of the directory failed.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a store without a write buffer (in memory, or with a
@@ -37,9 +38,14 @@ impl VersionedStore {
         if let Err(e) = freed.spawn(move || drop(pending)) {
             drop(e); // no thread to spare: freed here, as it would have been
         }
-        self.write_buffer()?;
-        self.settle_metadata()?;
-        self.backend.flush()?;
+        let written = self
+            .write_buffer()
+            .and_then(|()| self.settle_metadata())
+            .and_then(|()| self.backend.flush());
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(path); // describes no state the directory can reach
+            return Err(e);
+        }
         saved
     }
 
@@ -71,9 +77,9 @@ impl VersionedStore {
         for segment in buffer.pending_segments() {
             self.state.segments.insert(segment);
         }
-        if buffer.bytes() > self.buffer_limit {
-            self.write_buffer()?; // opened with less memory than it was saved from
-        }
+        // Over its bound (opened with less memory than it was saved from), the buffer is written
+        // by the next call, as a buffer that a call took past its bound is: written here, a crash
+        // before the caller marked the copy as moved past the saved file would apply it twice.
         Ok(())
     }
 }

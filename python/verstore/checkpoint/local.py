@@ -85,7 +85,8 @@ class LocalState:
     Attributes:
         lineage: The lineage whose commit ``db/`` holds.
         commit: That commit (None: ``db/`` matches no commit).
-        clean: Whether ``db/`` is exactly ``commit``'s state.
+        clean: Whether ``db/`` (with ``buffer`` loaded, when it names one) is exactly
+            ``commit``'s state.
         uploaded: SST name -> ``{"durable", "size", "crc32"}`` for the files of ``db/``
             already in the checkpoint (incremental snapshots upload only the others).
     """
@@ -104,7 +105,10 @@ class LocalState:
             "lineage": self.lineage,
             "version": self.commit.version if self.commit else None,
             "attempt": self.commit.attempt.hex() if self.commit else None,
-            "clean": self.clean,
+            # A copy clean only with its saved buffer says "clean": false, so that a build that
+            # does not know saved buffers (a downgrade) rebuilds it instead of trusting db/.
+            "clean": self.clean and self.buffer is None,
+            "clean_with_buffer": self.clean and self.buffer is not None,
             "uploaded": self.uploaded,
             "buffer": self.buffer.to_json() if self.buffer is not None else None,
         }
@@ -126,10 +130,11 @@ class LocalState:
                 return LocalState()  # a name not of ours (a path, say) names no copy
             saved = obj.get("buffer")
             buffer = SavedBuffer.from_json(saved) if saved is not None else None
+            with_buffer = buffer is not None and obj.get("clean_with_buffer") is True
             return LocalState(
                 lineage=str(obj["lineage"]),
                 commit=commit,
-                clean=obj.get("clean") is True,
+                clean=(obj.get("clean") is True and buffer is None) or with_buffer,
                 uploaded=uploaded,
                 db=db,
                 buffer=buffer,

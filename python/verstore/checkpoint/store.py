@@ -11,6 +11,7 @@ failures are logged and retried later, never raised.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -482,9 +483,11 @@ class PartitionStore:
             self._rebuild(progress)
             return False
         self._uploaded = state.uploaded
-        if above:
+        if above or state.buffer is not None:
             # From the first replayed record on, db/ is no longer the commit LOCAL.json
-            # names: a replay that fails half way must not leave it looking clean.
+            # names: a replay that fails half way must not leave it looking clean. Nor may a
+            # loaded buffer, which any close of the store from here on writes into db/: the
+            # copy named with it would apply it twice.
             self._local.write_state(
                 LocalState(self._copy_of, None, clean=False, uploaded=state.uploaded)
             )
@@ -519,7 +522,8 @@ class PartitionStore:
             self._warn_damaged(e)
             return None
         except BaseException:
-            store.close()
+            with contextlib.suppress(Exception):  # the error on its way is the one to report
+                store.close()
             raise
         self.stats.saved_buffer_bytes = buffer.size
         return store
