@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_helpers import cut_in_half, flip_byte
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint.keeper import Keeper
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
@@ -137,16 +138,6 @@ def test_a_handoff_moves_the_write_buffer_in_a_file(tmp_path: Path) -> None:
     part.abort()
 
 
-def _cut(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[:-7])
-
-
-def _flip(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
 def _edit_state(local: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     state_file = copy_dir(local) / "LOCAL.json"
     state = json.loads(state_file.read_text())
@@ -156,8 +147,10 @@ def _edit_state(local: Path, edit: Callable[[dict[str, Any]], None]) -> None:
 
 DAMAGES: dict[str, Callable[[Path, Path], None]] = {
     "removed": lambda saved, local: saved.unlink(),
-    "cut short": lambda saved, local: _cut(saved),
-    "a bit flipped": lambda saved, local: _flip(saved),
+    "cut short": lambda saved, local: cut_in_half(saved),
+    "a byte flipped": lambda saved, local: saved.write_bytes(
+        flip_byte(saved.read_bytes(), saved.stat().st_size // 2)
+    ),
     "another checksum": lambda saved, local: _edit_state(
         local, lambda b: b.update(crc32=b["crc32"] ^ 1)
     ),

@@ -25,7 +25,7 @@ use std::path::Path;
 use super::Overlay;
 use super::pending::{Base, Pending, PendingMap};
 use crate::error::{Error, Result};
-use crate::format::key::StorageKey;
+use crate::format::key::{StorageKey, segment_of};
 use crate::format::short_bytes::ShortBytes;
 use crate::format::{read_u32, read_u64};
 
@@ -64,7 +64,7 @@ impl Overlay {
     pub(crate) fn pending_segments(&self) -> impl Iterator<Item = i64> + '_ {
         self.pending.iter().filter_map(|(key, pending)| {
             let stores = matches!(pending.base, Base::Put(_)) || !pending.appends.is_empty();
-            crate::format::key::segment_of(key).filter(|&s| stores && s >= 0)
+            segment_of(key).filter(|&s| stores && s >= 0)
         })
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::harness::config;
 use super::model::{Model, Plan, assert_same, observe};
-use super::persistence::{Write, scripted_writes};
+use super::persistence::{Write, script_keys, scripted_writes};
 use crate::{Error, RocksOptions, SavedBuffer, StoreConfig, VersionedStore};
 
 fn buffered() -> RocksOptions {
@@ -21,6 +21,20 @@ fn store_with(dir: &Path, config: StoreConfig, writes: &[Write]) -> VersionedSto
     store
 }
 
+/// `err` is the refusal of an argument, naming `buffer`.
+fn assert_names_buffer(err: &Error) {
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                argument: "buffer",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
 fn saved_beside(dir: &Path) -> PathBuf {
     dir.with_extension("buffer")
 }
@@ -29,7 +43,7 @@ fn saved_beside(dir: &Path) -> PathBuf {
 fn a_store_handed_off_with_its_buffer_reads_and_writes_as_before() {
     let config = config(10_000, 500);
     let dir = tempfile::tempdir().expect("tempdir");
-    let keys_owned: Vec<Vec<u8>> = (0..5).map(|k| format!("k{k}").into_bytes()).collect();
+    let keys_owned = script_keys();
     let keys: Vec<&[u8]> = keys_owned.iter().map(Vec::as_slice).collect();
     let writes = scripted_writes();
     let (first, second) = writes.split_at(200);
@@ -138,16 +152,7 @@ fn a_saved_buffer_loads_only_into_a_store_just_opened_without_a_log() {
     let err = store
         .load_buffer(&file, saved)
         .expect_err("a store holding writes");
-    assert!(
-        matches!(
-            err,
-            Error::InvalidArgument {
-                argument: "buffer",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_names_buffer(&err);
 
     let other = tempfile::tempdir().expect("tempdir");
     let logged = VersionedStore::open_with(other.path(), config, RocksOptions::default());
@@ -155,36 +160,18 @@ fn a_saved_buffer_loads_only_into_a_store_just_opened_without_a_log() {
         .expect("open")
         .close_keeping_buffer(&file)
         .expect_err("with a log");
-    assert!(
-        matches!(
-            err,
-            Error::InvalidArgument {
-                argument: "buffer",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_names_buffer(&err);
     let err = VersionedStore::in_memory(config)
         .close_keeping_buffer(&file)
         .expect_err("in memory");
-    assert!(
-        matches!(
-            err,
-            Error::InvalidArgument {
-                argument: "buffer",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_names_buffer(&err);
 }
 
 #[test]
 fn a_buffer_that_cannot_be_saved_is_written_into_the_directory() {
     let config = config(10_000, 500);
     let dir = tempfile::tempdir().expect("tempdir");
-    let keys_owned: Vec<Vec<u8>> = (0..5).map(|k| format!("k{k}").into_bytes()).collect();
+    let keys_owned = script_keys();
     let keys: Vec<&[u8]> = keys_owned.iter().map(Vec::as_slice).collect();
     let mut model = Model::new(config);
     for (key, value, ts) in scripted_writes() {

@@ -8,6 +8,11 @@ use super::model::{Model, Plan, assert_same, observe};
 use crate::record::NOT_PUT;
 use crate::{Error, RocksOptions, StoreConfig, VersionedStore};
 
+/// The five keys `scripted_writes` writes.
+pub(super) fn script_keys() -> Vec<Vec<u8>> {
+    (0..5).map(|k| format!("k{k}").into_bytes()).collect()
+}
+
 /// A put: key, value (None: a tombstone), timestamp.
 pub(super) type Write = (Vec<u8>, Option<Vec<u8>>, i64);
 
@@ -32,7 +37,7 @@ fn reopen_keeps_data_stream_time_grace_and_history_across_many_segments() {
     let config = config(10_000, 500);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut model = Model::new(config);
-    let keys_owned: Vec<Vec<u8>> = (0..5).map(|k| format!("k{k}").into_bytes()).collect();
+    let keys_owned = script_keys();
     let keys: Vec<&[u8]> = keys_owned.iter().map(Vec::as_slice).collect();
     let writes = scripted_writes();
     let (first, second) = writes.split_at(200);
