@@ -110,8 +110,10 @@ $(VENV_MIN)/.deps-installed: pyproject.toml scripts/lowest_requirements.py
 
 # --- tests ------------------------------------------------------------------------------------
 
+# The criterion bench once per benchmark, untimed (`--test`): it builds, and its checks hold.
 rust-test: system-deps
 	$(TIMED) cargo test --release --quiet
+	$(TIMED) VERSTORE_BENCH_KEYS=2000 cargo bench --profile release --bench core --quiet -- --test
 
 # The local-cluster jobs (two executors; one on the shipped wheel): processes of their own that
 # need no session of the test process. One lane, because they share Spark's work directory

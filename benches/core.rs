@@ -9,12 +9,15 @@
 //! Groups: `put_batch` (persistent and in-memory store vs raw `WriteBatch`), `get_batch`
 //! (as-of at the newest version and into history vs raw sorted `MultiGet`), `hot_key` (one key
 //! written n times in one segment: linear time means a flat per-version cost), `handoff` (a
-//! store's write buffer handed to the next open: flushed, or saved to a file and loaded).
+//! store's write buffer handed to the next open: flushed, or saved to a file and loaded),
+//! `join_state` (the as-of join's state work on one partition: the in-memory store vs a
+//! structure built for nothing else, the ceiling of a store without its history format).
 //!
 //! Run: `make bench` (all suites) or
 //! `cargo bench --profile release --bench core` (this one; the release profile shares the
 //! RocksDB build).
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -291,9 +294,202 @@ fn handoff(c: &mut Criterion) {
     group.finish();
 }
 
+/// One micro-batch of the as-of join's partition at 100 000 keys (`benches/spark_asof.py`'s
+/// one-partition profile): 25 000 keys, 75 000 table updates in time order put as one batch,
+/// then 150 000 as-of lookups as one batch. Times are in the micro-batch's minute, 10% of them
+/// late (anywhere in an earlier minute), as the profile's data.
+struct JoinBatch {
+    /// `(time, key index)`, sorted by time then key, distinct.
+    updates: Vec<(i64, usize)>,
+    /// `(key index, time)` in arrival order.
+    lookups: Vec<(usize, i64)>,
+}
+
+const JOIN_KEYS: usize = 25_000;
+const MINUTE: i64 = 60_000;
+
+fn join_batches(count: usize) -> (Vec<Vec<u8>>, Vec<JoinBatch>) {
+    let mut rng = Rng(0xa50f_a50f);
+    let keys: Vec<Vec<u8>> = (0..JOIN_KEYS).map(|_| rng.bytes(11)).collect();
+    let time = |rng: &mut Rng, batch: i64| {
+        let late = batch > 0 && rng.below(10) == 0;
+        let start = if late { 0 } else { batch * MINUTE };
+        let span = if late { batch * MINUTE } else { MINUTE };
+        start + i64::try_from(rng.below(usize::try_from(span).unwrap_or(1))).unwrap_or(0)
+    };
+    let batches = (0..count)
+        .map(|b| {
+            let b = i64::try_from(b).unwrap_or(0);
+            let mut updates: Vec<(i64, usize)> = (0..3 * JOIN_KEYS)
+                .map(|_| (time(&mut rng, b), rng.below(JOIN_KEYS)))
+                .collect();
+            if b == 0 {
+                updates.extend((0..JOIN_KEYS).map(|k| (0, k)));
+            }
+            updates.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(keys[x.1].cmp(&keys[y.1])));
+            updates.dedup();
+            let lookups = (0..6 * JOIN_KEYS)
+                .map(|_| (rng.below(JOIN_KEYS), time(&mut rng, b)))
+                .collect();
+            JoinBatch { updates, lookups }
+        })
+        .collect();
+    (keys, batches)
+}
+
+/// The ceiling: per key its versions in time order (time, and where the value lies in one
+/// arena of values), a put a binary-search insert (dropped when older than the grace period),
+/// an as-of lookup a binary search, answers copied out as the store's are. No history format,
+/// no segments, no durability.
+#[derive(Default)]
+struct PerKeyIndex {
+    versions: HashMap<Vec<u8>, Vec<(i64, u32, u32)>, foldhash::fast::RandomState>,
+    values: Vec<u8>,
+    stream_time: i64,
+}
+
+impl PerKeyIndex {
+    fn put(&mut self, key: &[u8], value: &[u8], ts: i64, grace: i64) {
+        if ts < self.stream_time.saturating_sub(grace) {
+            return;
+        }
+        self.stream_time = self.stream_time.max(ts);
+        let at = u32::try_from(self.values.len()).expect("arena");
+        let version = (ts, at, u32::try_from(value.len()).expect("value"));
+        self.values.extend_from_slice(value);
+        let Some(versions) = self.versions.get_mut(key) else {
+            self.versions.insert(key.to_vec(), vec![version]);
+            return;
+        };
+        match versions.binary_search_by_key(&ts, |v| v.0) {
+            Ok(i) => versions[i] = version,
+            Err(i) => versions.insert(i, version),
+        }
+    }
+
+    /// `(values, ends, valid_from, valid_to)` of the version of each key valid at its time.
+    fn get_batch(&self, lookups: &[(&[u8], i64)]) -> (Vec<u8>, Vec<usize>, Vec<i64>, Vec<i64>) {
+        let mut out = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &(key, t) in lookups {
+            let versions = self.versions.get(key);
+            let versions = versions.map_or(&[][..], Vec::as_slice);
+            let at = versions.partition_point(|v| v.0 <= t);
+            if let Some(&(from, start, len)) = at.checked_sub(1).map(|i| &versions[i]) {
+                let start = start as usize;
+                out.0
+                    .extend_from_slice(&self.values[start..start + len as usize]);
+                out.2.push(from);
+                out.3.push(versions.get(at).map_or(i64::MAX, |v| v.0));
+            }
+            out.1.push(out.0.len());
+        }
+        out
+    }
+}
+
+/// The join's work: warm-up micro-batches, then the one timed; what a put and a lookup need.
+struct JoinWork {
+    keys: Vec<Vec<u8>>,
+    warm: Vec<JoinBatch>,
+    measured: JoinBatch,
+}
+
+impl JoinWork {
+    const GRACE: i64 = 7 * 86_400_000;
+    const VALUE: [u8; 9] = [0x3f; 9];
+
+    fn new(warm: usize) -> Self {
+        let (keys, mut batches) = join_batches(warm + 1);
+        let measured = batches.pop().expect("batches");
+        Self {
+            keys,
+            warm: batches,
+            measured,
+        }
+    }
+
+    fn put_store(&self, store: &mut VersionedStore, batch: &JoinBatch) {
+        let rows = batch.updates.iter();
+        let rows = rows.map(|&(t, k)| (self.keys[k].as_slice(), Some(&Self::VALUE[..]), t));
+        store.put_batch(rows).expect("put_batch");
+    }
+
+    fn put_index(&self, index: &mut PerKeyIndex, batch: &JoinBatch) {
+        for &(t, k) in &batch.updates {
+            index.put(&self.keys[k], &Self::VALUE, t, Self::GRACE);
+        }
+    }
+
+    fn warm_store(&self) -> VersionedStore {
+        let config = StoreConfig::new(Self::GRACE, None).expect("config");
+        let mut store = VersionedStore::in_memory(config);
+        self.warm.iter().for_each(|b| self.put_store(&mut store, b));
+        store
+    }
+
+    fn warm_index(&self) -> PerKeyIndex {
+        let mut index = PerKeyIndex::default();
+        self.warm.iter().for_each(|b| self.put_index(&mut index, b));
+        index
+    }
+
+    /// The measured batch's lookups: `(keys, times)`.
+    fn lookups(&self) -> (Vec<&[u8]>, Vec<i64>) {
+        let lookups = self.measured.lookups.iter();
+        lookups.map(|&(k, t)| (self.keys[k].as_slice(), t)).unzip()
+    }
+}
+
+fn join_state(c: &mut Criterion) {
+    let work = JoinWork::new(3);
+    let (keys, times) = work.lookups();
+    let pairs: Vec<(&[u8], i64)> = keys.iter().copied().zip(times.iter().copied()).collect();
+    // The ceiling answers as the store does.
+    let (mut store, mut index) = (work.warm_store(), work.warm_index());
+    work.put_store(&mut store, &work.measured);
+    work.put_index(&mut index, &work.measured);
+    let found = store.get_batch(&keys, AsOf::PerRow(&times)).expect("get");
+    let from: Vec<i64> = (0..keys.len())
+        .filter(|&i| found.present[i])
+        .map(|i| found.timestamps[i])
+        .collect();
+    assert_eq!(
+        from,
+        index.get_batch(&pairs).2,
+        "the ceiling answers differently"
+    );
+
+    let mut group = c.benchmark_group("join_state");
+    let ops = work.measured.updates.len() + work.measured.lookups.len();
+    group.throughput(Throughput::Elements(ops as u64));
+    group.bench_function("store_in_memory", |b| {
+        b.iter_batched(
+            || work.warm_store(),
+            |mut store| {
+                work.put_store(&mut store, &work.measured);
+                black_box(store.get_batch(&keys, AsOf::PerRow(&times)).expect("get"));
+                store
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("raw_per_key_index", |b| {
+        b.iter_batched(
+            || work.warm_index(),
+            |mut index| {
+                work.put_index(&mut index, &work.measured);
+                black_box(index.get_batch(&pairs));
+                index
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
-    targets = put_batch, get_batch, hot_key, handoff
+    targets = put_batch, get_batch, hot_key, handoff, join_state
 }
 criterion_main!(benches);
