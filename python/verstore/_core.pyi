@@ -494,9 +494,10 @@ class VersionedStore:
         Raises:
             ValueError: A store without a write buffer (in memory, or with the write-ahead
                 log on); the message names ``buffer``.
-            StorageError: The file could not be written (it is removed, and the store is
-                closed with its write buffer written to RocksDB), or RocksDB's write or flush
-                failed. The store is closed either way.
+            StorageError: RocksDB's write or flush failed, or the file could not be written
+                (no file is left). The store is closed either way, as a dropped store is: its
+                write buffer is written to RocksDB, unless RocksDB's write failed (the store
+                failed, as a failed ``close`` does).
         """
     def load_buffer(self, path: str | os.PathLike[str], size: int, crc32: int) -> None:
         """Restores the write buffer that :meth:`close_keeping_buffer` saved in ``path`` as

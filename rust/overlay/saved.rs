@@ -25,7 +25,7 @@ use std::path::Path;
 use super::Overlay;
 use super::pending::{Base, Pending, PendingMap};
 use crate::error::{Error, Result};
-use crate::format::key::{StorageKey, segment_of};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, segment_of};
 use crate::format::short_bytes::ShortBytes;
 use crate::format::{read_u32, read_u64};
 
@@ -127,28 +127,40 @@ impl PendingWrites {
         Ok(out)
     }
 
-    /// Reads the file `path` that was saved as `expected`.
-    pub(crate) fn load(path: &Path, expected: SavedBuffer) -> Result<Self> {
+    /// Reads the file `path` that was saved as `expected`, if it is at most `max_bytes`.
+    pub(crate) fn load(path: &Path, expected: SavedBuffer, max_bytes: u64) -> Result<Self> {
         let corrupt = |detail: String| Error::corrupt(format!("{}", path.display()), detail);
-        // Not followed: a link (to a device that never ends, say) is not a file this store wrote.
-        let size = match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.is_file() => meta.len(),
-            Ok(_) => return Err(corrupt("the saved write buffer is not a file".into())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(corrupt("the saved write buffer is missing".into()));
-            }
-            Err(e) => return Err(Error::io(path)(e)),
-        };
+        if expected.bytes > max_bytes {
+            return Err(corrupt(format!(
+                "the saved write buffer is recorded as {} bytes, more than this store saves \
+                 ({max_bytes} at most)",
+                expected.bytes
+            )));
+        }
+        let file = open_regular(path).map_err(|e| match e {
+            Opened::Missing => corrupt("the saved write buffer is missing".into()),
+            Opened::NotAFile => corrupt("the saved write buffer is not a file".into()),
+            Opened::Io(e) => Error::io(path)(e),
+        })?;
+        let size = file.metadata().map_err(Error::io(path))?.len();
         if size != expected.bytes {
             return Err(corrupt(format!(
                 "the saved write buffer has {size} bytes, {} were written",
                 expected.bytes
             )));
         }
+        let mut bytes = Vec::new();
+        if bytes
+            .try_reserve_exact(usize::try_from(size).unwrap_or(usize::MAX))
+            .is_err()
+        {
+            return Err(corrupt(format!(
+                "the saved write buffer's {size} bytes do not fit in memory"
+            )));
+        }
         // At most the bytes recorded, should the file have grown since it was looked at.
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        std::fs::File::open(path)
-            .and_then(|file| file.take(size).read_to_end(&mut bytes))
+        file.take(size)
+            .read_to_end(&mut bytes)
             .map_err(Error::io(path))?;
         let body_len = bytes.len().checked_sub(4).filter(|&n| n >= MAGIC.len() + 8);
         let Some(body_len) = body_len else {
@@ -173,6 +185,35 @@ impl PendingWrites {
     }
 }
 
+/// Why [`open_regular`] found no file to read.
+enum Opened {
+    Missing,
+    NotAFile,
+    Io(std::io::Error),
+}
+
+/// `path` opened for reading if it is a regular file. A link is not followed and a pipe not
+/// waited on (a link to a device that never ends, say, is not a file the store wrote), and the
+/// kind is that of the file opened, not of whatever the name pointed at a moment before.
+fn open_regular(path: &Path) -> std::result::Result<std::fs::File, Opened> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Opened::Missing),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(Opened::NotAFile),
+        Err(e) => return Err(Opened::Io(e)),
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => Ok(file),
+        Ok(_) => Err(Opened::NotAFile),
+        Err(e) => Err(Opened::Io(e)),
+    }
+}
+
 /// The entries of a file's body, `count` of them.
 fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites, &'static str> {
     // The count is checked against the entries below; here it only sizes the table, as far as
@@ -192,6 +233,7 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
             _ => return Err("an entry has an unknown base"),
         };
         let appends = at.bytes_field()?.to_vec();
+        check_kind(&key, &base, &appends)?;
         entries.push((map.hash(&key), key, Pending::new(base, appends)));
     }
     if count != Some(entries.len() as u64) {
@@ -209,6 +251,20 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
         map.insert_new(hash, key, pending);
     }
     Ok(PendingWrites(map))
+}
+
+/// An entry a write buffer can hold: a latest value without row appends, or a history row.
+/// Metadata is written to RocksDB before a buffer is saved, never in it.
+fn check_kind(key: &[u8], base: &Base, appends: &[u8]) -> std::result::Result<(), &'static str> {
+    match segment_of(key) {
+        None => Err("a key is shorter than its segment"),
+        Some(META_SEGMENT) => Err("an entry is the store's metadata"),
+        Some(LATEST_SEGMENT) if !appends.is_empty() || matches!(base, Base::Stored) => {
+            Err("an entry appends to a latest value")
+        }
+        Some(segment) if segment < LATEST_SEGMENT => Err("an entry is in no segment"),
+        Some(_) => Ok(()),
+    }
 }
 
 struct Reader<'a> {
@@ -276,24 +332,74 @@ mod tests {
 
     #[test]
     fn entries_that_do_not_add_up_are_corruption_even_with_a_good_checksum() {
+        use crate::format::key::storage_key;
         let dir = tempfile::tempdir().expect("tempdir");
-        let a = entry(b"key a", 1, b"x");
-        let b = entry(b"key b", 3, b"");
-        let odd = entry(b"k", 9, b"");
-        let cases: [(&str, Vec<&[u8]>, u64); 4] = [
+        let a = entry(&storage_key(0, b"a"), 1, b"x");
+        let b = entry(&storage_key(LATEST_SEGMENT, b"b"), 3, b"");
+        let odd = entry(&storage_key(0, b"c"), 9, b"");
+        let short = entry(b"k", 1, b"x");
+        let metadata = entry(&storage_key(META_SEGMENT, b"stream_time"), 3, b"");
+        let latest_appended = entry(&storage_key(LATEST_SEGMENT, b"a"), 1, b"x");
+        let nowhere = entry(&storage_key(-3, b"a"), 3, b"");
+        let cases: [(&str, Vec<&[u8]>, u64); 8] = [
             ("twice", vec![&a, &a], 2),
             ("count", vec![&a, &b], 3),
             ("unknown base", vec![&odd], 1),
             ("cut short", vec![&a[..a.len() - 1]], 1),
+            ("short key", vec![&short], 1),
+            ("metadata", vec![&metadata], 1),
+            ("appends on a latest value", vec![&latest_appended], 1),
+            ("no segment", vec![&nowhere], 1),
         ];
         for (name, entries, count) in cases {
             let (path, saved) = file(dir.path(), &entries, count);
-            let err = PendingWrites::load(&path, saved).err().expect(name);
+            let err = PendingWrites::load(&path, saved, u64::MAX)
+                .err()
+                .expect(name);
             assert!(matches!(err, Error::Corrupt { .. }), "{name}: {err:?}");
         }
         let (path, saved) = file(dir.path(), &[&a, &b], 2);
-        let loaded = PendingWrites::load(&path, saved).expect("a good file");
+        let loaded = PendingWrites::load(&path, saved, u64::MAX).expect("a good file");
         assert_eq!(loaded.0.len(), 2);
+    }
+
+    /// A recorded size past what the store saves is refused before anything is read: a sparse
+    /// file of terabytes would otherwise be read whole into memory.
+    #[test]
+    fn a_size_past_the_limit_is_refused_unread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("buffer");
+        let huge = 1u64 << 40;
+        let sparse = std::fs::File::create(&path).expect("create");
+        sparse.set_len(huge).expect("a sparse file");
+        let saved = SavedBuffer {
+            bytes: huge,
+            crc32: 0,
+        };
+        let err = PendingWrites::load(&path, saved, 1 << 30)
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(&err, Error::Corrupt { detail, .. } if detail.contains("more than")),
+            "{err:?}"
+        );
+    }
+
+    /// A pipe in place of the file is not waited on.
+    #[test]
+    fn a_pipe_in_place_of_the_file_is_not_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("buffer");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.expect("mkfifo").success(), "mkfifo failed");
+        let saved = SavedBuffer { bytes: 0, crc32: 0 };
+        let err = PendingWrites::load(&fifo, saved, u64::MAX)
+            .err()
+            .expect("a pipe");
+        assert!(
+            matches!(&err, Error::Corrupt { detail, .. } if detail.contains("not a file")),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -302,7 +408,9 @@ mod tests {
         let link = dir.path().join("buffer");
         std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
         let saved = SavedBuffer { bytes: 0, crc32: 0 };
-        let err = PendingWrites::load(&link, saved).err().expect("a link");
+        let err = PendingWrites::load(&link, saved, u64::MAX)
+            .err()
+            .expect("a link");
         assert!(
             matches!(&err, Error::Corrupt { detail, .. } if detail.contains("not a file")),
             "{err:?}"

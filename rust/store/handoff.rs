@@ -11,10 +11,11 @@ use crate::overlay::{PendingWrites, SavedBuffer};
 impl VersionedStore {
     /// Closes the store, leaving its write buffer's pending writes in the new file `path`
     /// instead of writing them to RocksDB. The segments dropped and the metadata are written and
-    /// the memtables flushed, so the directory and the file together hold every accepted write:
-    /// [`VersionedStore::load_buffer`] on the next open of the directory restores the store.
-    /// A file that cannot be written is removed, and the store closes as when dropped; so is
-    /// one saved before a write or flush of the directory failed.
+    /// the memtables flushed first, then the file, so the directory and the file together hold
+    /// every accepted write: [`VersionedStore::load_buffer`] on the next open of the directory
+    /// restores the store. When either step fails the file is removed (or never made) and the
+    /// store closes as when dropped, writing the pending writes into RocksDB; unless the write
+    /// of the directory failed, which fails the store and loses them, as it does for `close`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a store without a write buffer (in memory, or with a
@@ -25,7 +26,11 @@ impl VersionedStore {
             Some(buffer) if self.path.is_some() && buffer.can_save() => buffer.take_pending(),
             _ => return Err(no_buffer()),
         };
-        let saved = pending.save(path);
+        let saved = self
+            .write_buffer()
+            .and_then(|()| self.settle_metadata())
+            .and_then(|()| self.backend.flush())
+            .and_then(|()| pending.save(path));
         if saved.is_err() {
             if let Some(buffer) = self.buffer.as_mut() {
                 buffer.restore_pending(pending); // dropping the store writes them
@@ -37,14 +42,6 @@ impl VersionedStore {
         let freed = std::thread::Builder::new().name("verstore-free".into());
         if let Err(e) = freed.spawn(move || drop(pending)) {
             drop(e); // no thread to spare: freed here, as it would have been
-        }
-        let written = self
-            .write_buffer()
-            .and_then(|()| self.settle_metadata())
-            .and_then(|()| self.backend.flush());
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(path); // describes no state the directory can reach
-            return Err(e);
         }
         saved
     }
@@ -69,7 +66,10 @@ impl VersionedStore {
             }
             None => return Err(no_buffer()),
         }
-        let writes = PendingWrites::load(path, expected)?;
+        // A store saves about its buffer's bound, past it by one call's writes at most; a size
+        // recorded far beyond that is not one it saved (and would be read whole into memory).
+        let limit = u64::try_from(self.buffer_limit).unwrap_or(u64::MAX);
+        let writes = PendingWrites::load(path, expected, limit.saturating_mul(4).max(1 << 30))?;
         let Some(buffer) = self.buffer.as_mut() else {
             return Err(no_buffer());
         };
