@@ -592,7 +592,8 @@ def test_a_holder_whose_directory_was_replaced_writes_nothing_into_the_new_copy(
     """A worker keeps a store open, unflushed; the local directory is deleted under it (a wiped
     disk) and a task elsewhere rebuilds the copy in the same place and commits. When the old
     worker then settles and closes its store, RocksDB writes by path: into the new copy's
-    files, had the rebuild not named its directory anew."""
+    files, had the rebuild not named its directory anew. Nor does it hand its write buffer
+    over into the new copy: ``LOCAL.json`` stays the new copy's, which the next open reuses."""
     root, local = tmp_path / "root", tmp_path / "local"
     holder = subprocess.Popen(
         [sys.executable, "-c", STALE_HOLDER, str(root), str(local)],
@@ -610,8 +611,10 @@ def test_a_holder_whose_directory_was_replaced_writes_nothing_into_the_new_copy(
         part.commit()
         out, _ = holder.communicate("\n", timeout=60)
         assert out.strip() == "closed"
-        for _ in range(2):  # the copy as the holder left it, then as the reopen left it
+        assert not list(local.glob("buffer-*"))
+        for reopen in range(2):  # the copy as the holder left it, then as the reopen left it
             part = open_store(root, local, 4)
+            assert part.stats.reused or reopen
             assert all(part.store.get(f"h{i}".encode()).value == b"new copy" for i in range(3000))
             assert part.store.get(b"h0", 2).value == b"holder 2"
             part.abort()

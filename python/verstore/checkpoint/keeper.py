@@ -141,8 +141,9 @@ class HeldStore:
 
     def discard(self, gone: bool = False) -> None:
         """Closes the store without settling it (the copy stays as ``LOCAL.json`` says) and
-        releases the lock; logs a failure (quietly when its directory is ``gone``: RocksDB's
-        close then fails to write what it flushes, and nothing needs it)."""
+        releases the lock; logs a failure and marks the copy for a rebuild (when its directory
+        is ``gone``, quietly and without a mark: RocksDB's close then fails to write what it
+        flushes, nothing needs it, and whatever is now in the directory is not this copy)."""
         if self.closed:
             return
         self.closed = True
@@ -151,7 +152,8 @@ class HeldStore:
         except Exception as e:
             level = logging.DEBUG if gone else logging.WARNING
             log.log(level, "closing the kept store of %s failed: %s", self.local.dir, e)
-            self.local.forget()
+            if not gone:  # else LOCAL.json there is another copy's
+                self.local.forget()
         finally:
             self.local.unlock()
 
@@ -309,13 +311,15 @@ class Keeper:
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
 
     def _release(self, held: HeldStore, why: str, gone: bool = False) -> None:
-        """Closes a held store (settled first), or drops it when its directory is ``gone``."""
+        """Closes a held store (settled first), or drops it when its directory is ``gone``,
+        or was deleted under it whatever the caller saw: a copy rebuilt in the same place is
+        another holder's, and a handoff would write its buffer and ``LOCAL.json`` there."""
         with self._mutex:
             if self._held.get(held.local.dir) is not held:
                 return
             del self._held[held.local.dir]
         with held.busy:
-            if gone:
+            if gone or not held.local.still_locked():
                 held.discard(gone=True)
                 return
             try:
