@@ -367,23 +367,48 @@ impl PerKeyIndex {
         }
     }
 
-    /// `(values, ends, valid_from, valid_to)` of the version of each key valid at its time.
-    fn get_batch(&self, lookups: &[(&[u8], i64)]) -> (Vec<u8>, Vec<usize>, Vec<i64>, Vec<i64>) {
-        let mut out = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    /// The version of each key valid at its time, as the store's batch read answers.
+    fn get_batch(&self, lookups: &[(&[u8], i64)]) -> Answers {
+        let mut out = Answers::default();
         for &(key, t) in lookups {
             let versions = self.versions.get(key);
             let versions = versions.map_or(&[][..], Vec::as_slice);
             let at = versions.partition_point(|v| v.0 <= t);
-            if let Some(&(from, start, len)) = at.checked_sub(1).map(|i| &versions[i]) {
+            let found = at.checked_sub(1).map(|i| versions[i]);
+            if let Some((_, start, len)) = found {
                 let start = start as usize;
-                out.0
+                out.values
                     .extend_from_slice(&self.values[start..start + len as usize]);
-                out.2.push(from);
-                out.3.push(versions.get(at).map_or(i64::MAX, |v| v.0));
             }
-            out.1.push(out.0.len());
+            out.ends.push(out.values.len());
+            out.valid_from.push(found.map(|v| v.0));
+            out.valid_to.push(found.and(versions.get(at)).map(|v| v.0));
         }
         out
+    }
+}
+
+/// Per lookup: the value (`values[ends[i - 1]..ends[i]]`), its version's time and the next
+/// version's (`None`: not found, or the newest).
+#[derive(Default, PartialEq, Debug)]
+struct Answers {
+    values: Vec<u8>,
+    ends: Vec<usize>,
+    valid_from: Vec<Option<i64>>,
+    valid_to: Vec<Option<i64>>,
+}
+
+impl Answers {
+    fn of(found: &verstore::RecordColumns) -> Self {
+        let n = found.present.len();
+        Self {
+            values: found.values.clone(),
+            ends: found.offsets[1..].to_vec(),
+            valid_from: (0..n)
+                .map(|i| found.present[i].then_some(found.timestamps[i]))
+                .collect(),
+            valid_to: found.valid_to.clone(),
+        }
     }
 }
 
@@ -449,13 +474,9 @@ fn join_state(c: &mut Criterion) {
     work.put_store(&mut store, &work.measured);
     work.put_index(&mut index, &work.measured);
     let found = store.get_batch(&keys, AsOf::PerRow(&times)).expect("get");
-    let from: Vec<i64> = (0..keys.len())
-        .filter(|&i| found.present[i])
-        .map(|i| found.timestamps[i])
-        .collect();
-    assert_eq!(
-        from,
-        index.get_batch(&pairs).2,
+    let answers = index.get_batch(&pairs);
+    assert!(
+        Answers::of(&found) == answers,
         "the ceiling answers differently"
     );
 

@@ -222,6 +222,11 @@ class Simulation(RuleBasedStateMachine):
             lineage, partition, opened
         )
 
+    def check_verified(self, lineage: str, partition: int, problems: list[str]) -> None:
+        """Nothing in the checkpoint is damaged: every snapshot can be restored from its
+        files."""
+        assert problems == []
+
     def check_partition(self, lineage: str, partition: int) -> None:
         """The next version opens for writing; every kept version rebuilds exactly."""
         scratch = Path(tempfile.mkdtemp(dir=self.dir))
@@ -229,8 +234,7 @@ class Simulation(RuleBasedStateMachine):
         part.abort()
         shutil.rmtree(scratch)
         graph = self.graph(lineage, partition)
-        # Nothing in the checkpoint is damaged: every snapshot can be restored from its files.
-        assert verify_partition(graph.files) == []
+        self.check_verified(lineage, partition, verify_partition(graph.files))
         tip = graph.tip()
         current = self.batch[lineage]
         assert tip.version <= current + 1
