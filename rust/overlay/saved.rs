@@ -322,6 +322,15 @@ mod tests {
         (path, saved)
     }
 
+    /// `loaded` is `Error::Corrupt` whose detail says `says`.
+    fn assert_corrupt(loaded: Result<PendingWrites>, says: &str) {
+        let err = loaded.err().expect("a corruption error");
+        assert!(
+            matches!(&err, Error::Corrupt { detail, .. } if detail.contains(says)),
+            "{err:?}"
+        );
+    }
+
     fn entry(key: &[u8], base: u8, appends: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         put_field(&mut out, key).expect("key");
@@ -376,13 +385,7 @@ mod tests {
             bytes: huge,
             crc32: 0,
         };
-        let err = PendingWrites::load(&path, saved, 1 << 30)
-            .err()
-            .expect("refused");
-        assert!(
-            matches!(&err, Error::Corrupt { detail, .. } if detail.contains("more than")),
-            "{err:?}"
-        );
+        assert_corrupt(PendingWrites::load(&path, saved, 1 << 30), "more than");
     }
 
     /// A pipe in place of the file is not waited on.
@@ -393,13 +396,7 @@ mod tests {
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         assert!(made.expect("mkfifo").success(), "mkfifo failed");
         let saved = SavedBuffer { bytes: 0, crc32: 0 };
-        let err = PendingWrites::load(&fifo, saved, u64::MAX)
-            .err()
-            .expect("a pipe");
-        assert!(
-            matches!(&err, Error::Corrupt { detail, .. } if detail.contains("not a file")),
-            "{err:?}"
-        );
+        assert_corrupt(PendingWrites::load(&fifo, saved, u64::MAX), "not a file");
     }
 
     #[test]
@@ -408,12 +405,6 @@ mod tests {
         let link = dir.path().join("buffer");
         std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
         let saved = SavedBuffer { bytes: 0, crc32: 0 };
-        let err = PendingWrites::load(&link, saved, u64::MAX)
-            .err()
-            .expect("a link");
-        assert!(
-            matches!(&err, Error::Corrupt { detail, .. } if detail.contains("not a file")),
-            "{err:?}"
-        );
+        assert_corrupt(PendingWrites::load(&link, saved, u64::MAX), "not a file");
     }
 }

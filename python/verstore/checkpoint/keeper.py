@@ -249,7 +249,7 @@ class Keeper:
         for held in entries:
             asked = (held.local.dir / HANDOFF).exists()
             if not held.local.still_locked():
-                self._release(held, "its directory was deleted", gone=True)
+                self._release(held, "its directory was deleted")
             elif asked or now - held.idle_since >= self.idle_s:
                 self._release(held, "handed over" if asked else "idle")
             elif self._maintain_in_thread and (
@@ -310,16 +310,16 @@ class Keeper:
                     raise
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
 
-    def _release(self, held: HeldStore, why: str, gone: bool = False) -> None:
-        """Closes a held store (settled first), or drops it when its directory is ``gone``,
-        or was deleted under it whatever the caller saw: a copy rebuilt in the same place is
-        another holder's, and a handoff would write its buffer and ``LOCAL.json`` there."""
+    def _release(self, held: HeldStore, why: str) -> None:
+        """Closes a held store (settled first), or drops it when its directory was deleted
+        under it: a copy rebuilt in the same place is another holder's, and a handoff would
+        write its buffer and ``LOCAL.json`` there."""
         with self._mutex:
             if self._held.get(held.local.dir) is not held:
                 return
             del self._held[held.local.dir]
         with held.busy:
-            if gone or not held.local.still_locked():
+            if not held.local.still_locked():
                 held.discard(gone=True)
                 return
             try:
