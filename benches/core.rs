@@ -253,8 +253,11 @@ fn hot_key(c: &mut Criterion) {
 /// file and reopened with it (`keep_buffer`). The fill is not timed.
 fn handoff(c: &mut Criterion) {
     let w = workload(env("VERSTORE_BENCH_KEYS", 50_000));
+    // All of it in the buffer, as a kept store's few micro-batches: a budget whose share for
+    // write buffers holds it.
+    verstore::set_memory_limit(1 << 30).expect("memory limit");
     let options = RocksOptions {
-        buffer_bytes: 256 << 20, // all of it in the buffer, as a kept store's few micro-batches
+        buffer_bytes: Some(256 << 20),
         ..wal_off()
     };
     let filled = || {

@@ -1,10 +1,13 @@
 //! A map bounded in bytes, the eviction of the store's caches (`latest.rs`, the RocksDB
 //! backend's row cache): past its bound it forgets about half of its entries, in hash order (at
 //! random). A working set within the bound stays; a larger one degrades to misses. A hit costs
-//! no bookkeeping, unlike an LRU list.
+//! no bookkeeping, unlike an LRU list. Every map is charged to the process's pool of caches
+//! (`crate::memory`): past the pool's share, the map that grows forgets half of itself too.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+
+use crate::memory::{self, Pool};
 
 pub(crate) struct BoundedMap<V> {
     map: HashMap<Vec<u8>, V, foldhash::fast::RandomState>,
@@ -12,17 +15,27 @@ pub(crate) struct BoundedMap<V> {
     weigh: fn(&[u8], &V) -> usize,
     bytes: usize,
     budget: usize,
+    /// The process's pool this map's bytes are charged to.
+    pool: &'static Pool,
 }
 
 impl<V> BoundedMap<V> {
-    /// A map of at most about `budget` bytes (0: it keeps nothing).
+    /// A map of at most about `budget` bytes (0: it keeps nothing), and within the process's
+    /// pool of caches.
     pub(crate) fn new(budget: usize, weigh: fn(&[u8], &V) -> usize) -> Self {
         Self {
             map: HashMap::default(),
             weigh,
             bytes: 0,
             budget,
+            pool: &memory::CACHES,
         }
+    }
+
+    /// Sets the estimated bytes, moving the pool's charge with them.
+    fn set_bytes(&mut self, bytes: usize) {
+        self.pool.recharge(self.bytes, bytes);
+        self.bytes = bytes;
     }
 
     pub(crate) fn budget(&self) -> usize {
@@ -30,8 +43,16 @@ impl<V> BoundedMap<V> {
     }
 
     /// The estimated bytes it holds.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// The bytes it can take before it forgets: within its own budget and what the process's
+    /// pool has left.
+    pub(crate) fn room(&self) -> usize {
+        let pool_room = self.pool.share().saturating_sub(self.pool.used());
+        self.budget.saturating_sub(self.bytes).min(pool_room)
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<&V> {
@@ -49,18 +70,20 @@ impl<V> BoundedMap<V> {
             return false;
         }
         let weigh = self.weigh;
-        match self.map.entry(key) {
+        let bytes = match self.map.entry(key) {
             Entry::Occupied(mut slot) => {
                 let old = std::mem::replace(slot.get_mut(), value);
                 let added = weigh(slot.key(), slot.get());
-                self.bytes = (self.bytes + added).saturating_sub(weigh(slot.key(), &old));
+                (self.bytes + added).saturating_sub(weigh(slot.key(), &old))
             }
             Entry::Vacant(slot) => {
-                self.bytes += weigh(slot.key(), &value);
+                let added = weigh(slot.key(), &value);
                 slot.insert(value);
+                self.bytes + added
             }
-        }
-        if self.bytes <= self.budget {
+        };
+        self.set_bytes(bytes);
+        if self.bytes <= self.budget && !self.pool.is_over() {
             return false;
         }
         let mut keep = false;
@@ -68,18 +91,29 @@ impl<V> BoundedMap<V> {
             keep = !keep;
             keep
         });
-        self.bytes = self.map.iter().map(|(k, v)| weigh(k, v)).sum();
+        // The table's room goes too: a map that keeps forgetting under a full pool must not
+        // pay for a walk of its old size at every insert, nor hold the memory.
+        self.map.shrink_to_fit();
+        let bytes = self.map.iter().map(|(k, v)| weigh(k, v)).sum();
+        self.set_bytes(bytes);
         true
     }
 
     pub(crate) fn remove(&mut self, key: &[u8]) {
         if let Some(old) = self.map.remove(key) {
-            self.bytes = self.bytes.saturating_sub((self.weigh)(key, &old));
+            let bytes = self.bytes.saturating_sub((self.weigh)(key, &old));
+            self.set_bytes(bytes);
         }
     }
 
     pub(crate) fn clear(&mut self) {
-        self.map.clear();
-        self.bytes = 0;
+        self.map = HashMap::default();
+        self.set_bytes(0);
+    }
+}
+
+impl<V> Drop for BoundedMap<V> {
+    fn drop(&mut self) {
+        self.set_bytes(0);
     }
 }

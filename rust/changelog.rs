@@ -356,8 +356,12 @@ impl VersionedStore {
         for (i, record) in records.iter().enumerate() {
             check_record(record, first.saturating_add(i))?;
         }
-        self.transaction(|txn| {
+        let replayed = self.transaction(|txn| {
             txn.reserve(records.len());
+            txn.read_latest_ahead(records.iter().filter_map(|record| match record {
+                Record::Put(w) => Some(w.key),
+                Record::StreamTime(_) => None,
+            }))?;
             records.iter().try_for_each(|record| match record {
                 Record::Put(w) => txn.put(w.key, w.value, w.timestamp).map(drop),
                 Record::StreamTime(timestamp) => {
@@ -365,7 +369,9 @@ impl VersionedStore {
                     Ok(())
                 }
             })
-        })
+        });
+        self.end_read_ahead();
+        replayed
     }
 }
 

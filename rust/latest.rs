@@ -17,6 +17,7 @@
 //! In-memory stores have no cache (their map is the same lookup).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use crate::backend::Backend;
 use crate::bounded::BoundedMap;
@@ -42,6 +43,9 @@ struct Entries {
     warmed: bool,
     /// Rows of the batch calls since the store opened, until `warmed`.
     batch_rows: u64,
+    /// Entries read ahead for the call in progress ([`LatestCache::read_ahead`]): kept apart
+    /// from `map`, which may forget them before the call reads them, until the call ends.
+    ahead: HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>,
 }
 
 fn cost(key: &[u8], entry: Option<&Vec<u8>>) -> usize {
@@ -59,6 +63,7 @@ impl LatestCache {
                 forgets: 0,
                 warmed: false,
                 batch_rows: 0,
+                ahead: HashMap::default(),
             }),
         }
     }
@@ -66,10 +71,50 @@ impl LatestCache {
     /// `f(entry)` when the cache knows `key` (`entry` is `None` when RocksDB holds none).
     pub(crate) fn with<T>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> T) -> Option<T> {
         let entries = self.inner.borrow();
-        match entries.map.get(key) {
+        match entries.map.get(key).or_else(|| entries.ahead.get(key)) {
             Some(entry) => Some(f(entry.as_deref())),
             None if entries.complete => Some(f(None)),
             None => None,
+        }
+    }
+
+    /// Whether the cache answers for `key` without a read of RocksDB.
+    pub(crate) fn knows(&self, key: &[u8]) -> bool {
+        let entries = self.inner.borrow();
+        entries.complete || entries.map.get(key).is_some() || entries.ahead.contains_key(key)
+    }
+
+    /// Reads the entries of `keys` (storage keys of latest values) that the cache does not
+    /// know in one sorted batch (`MultiGet`), and keeps them until [`Self::end_read_ahead`].
+    ///
+    /// Every put starts by reading its key's latest value; with more keys than the cache holds,
+    /// each of those reads was a RocksDB `Get` at a random key, most of a put's time (a profile
+    /// of puts over 1 000 000 keys: 45%, a quarter of it in memtable searches). In one sorted
+    /// batch the same reads share index and data blocks: at 4 000 000 keys a read took 3.5 µs
+    /// against 22.6 µs for random `Get`s.
+    pub(crate) fn read_ahead(&self, backend: &dyn Backend, mut keys: Vec<Vec<u8>>) -> Result<()> {
+        keys.retain(|key| !self.knows(key));
+        if keys.is_empty() {
+            return Ok(());
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let slices: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut found: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        backend.multi_get(&slices, &mut |_, entry| {
+            found.push(entry.map(<[u8]>::to_vec));
+            Ok(())
+        })?;
+        let mut entries = self.inner.borrow_mut();
+        entries.ahead.extend(keys.into_iter().zip(found));
+        Ok(())
+    }
+
+    /// Ends a call's read ahead: what it read goes to the cache, within its budget.
+    pub(crate) fn end_read_ahead(&self) {
+        let ahead = std::mem::take(&mut self.inner.borrow_mut().ahead);
+        for (key, entry) in ahead {
+            self.insert(key, entry);
         }
     }
 
@@ -103,7 +148,7 @@ impl LatestCache {
             let needed = usize::try_from(count)
                 .unwrap_or(usize::MAX)
                 .saturating_mul(ENTRY_OVERHEAD + GUESS);
-            if entries.map.bytes().saturating_add(needed) > entries.map.budget() {
+            if needed > entries.map.room() {
                 return Ok(());
             }
         }
@@ -123,9 +168,25 @@ impl LatestCache {
         Ok(())
     }
 
+    /// Forgets every entry (the memory budget wants the memory back).
+    pub(crate) fn clear(&self) {
+        let mut entries = self.inner.borrow_mut();
+        entries.map.clear();
+        entries.ahead = HashMap::default();
+        if entries.complete {
+            entries.complete = false;
+            entries.forgets += 1;
+        }
+    }
+
     /// Records that RocksDB holds `entry` under `key`.
     pub(crate) fn insert(&self, key: Vec<u8>, entry: Option<Vec<u8>>) {
         let mut entries = self.inner.borrow_mut();
+        if let Some(ahead) = entries.ahead.get_mut(&key) {
+            // A write during the call: what was read ahead no longer is what RocksDB holds.
+            *ahead = entry;
+            return;
+        }
         if entries.map.insert(key, entry) {
             entries.complete = false;
             entries.forgets += 1;
@@ -197,6 +258,28 @@ mod tests {
         cache.warm_for(&backend, 100, 1_000).expect("warm");
         assert_eq!(cache.with(&latest(7), |_| ()), None);
         assert_eq!(cache.with(&latest(1_000), |_| ()), None, "not complete");
+    }
+
+    #[test]
+    fn entries_read_ahead_answer_until_the_call_ends_and_follow_writes() {
+        let backend = backend_with(10);
+        let cache = LatestCache::new(1 << 20, false);
+        let keys = vec![latest(3), latest(42), latest(3)];
+        cache.read_ahead(&backend, keys).expect("read ahead");
+        assert_eq!(
+            cache.with(&latest(3), |e| e.map(<[u8]>::to_vec)),
+            Some(Some(3u64.to_be_bytes().to_vec()))
+        );
+        assert_eq!(cache.with(&latest(42), |e| e.is_none()), Some(true));
+        // a write during the call replaces what was read ahead
+        cache.insert(latest(3), Some(b"new".to_vec()));
+        cache.end_read_ahead();
+        assert_eq!(
+            cache.with(&latest(3), |e| e.map(<[u8]>::to_vec)),
+            Some(Some(b"new".to_vec()))
+        );
+        assert!(cache.knows(&latest(42)));
+        assert!(!cache.knows(&latest(5)));
     }
 
     #[test]

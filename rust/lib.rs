@@ -16,6 +16,7 @@ mod config;
 mod error;
 mod format;
 mod latest;
+mod memory;
 mod order;
 mod overlay;
 mod put;
@@ -40,11 +41,13 @@ pub use asof::{
 #[doc(hidden)]
 pub use backend::faults::fail_storage_writes;
 pub use backend::rocks::RocksOptions;
+pub use backend::rocks::budget::{memory_usage, set_memory_limit};
 pub use changelog::{read_changelog, read_changelog_header, verify_changelog};
 pub use config::{StoreConfig, default_segment_interval_ms};
 pub use error::{Error, Result};
 pub use format::changelog::{AttemptId, ChangelogHeader, HEADER_LEN as CHANGELOG_HEADER_LEN};
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
+pub use memory::{DEFAULT_MEMORY_LIMIT, MIN_MEMORY_LIMIT, MemoryUsage, memory_limit, on_free_memory};
 pub use order::byte_order;
 pub use overlay::SavedBuffer;
 pub use read::columns::RecordColumns;

@@ -19,6 +19,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::history;
 use crate::latest::LatestCache;
+use crate::memory;
 use crate::overlay::Overlay;
 use crate::read::columns::RecordColumns;
 use crate::read::{self, AsOf, ResultOrder};
@@ -35,6 +36,11 @@ mod open;
 mod transaction;
 
 use metadata::Deferral;
+
+/// Rows of a batch put whose latest values are read ahead at once: large enough for the sorted
+/// read to share blocks, small enough to hold (about 150 bytes a row). A few rows in tests, so
+/// that their batches cross from one read ahead to the next.
+const READ_AHEAD_ROWS: usize = if cfg!(test) { 3 } else { 65_536 };
 
 /// The largest value the row format can hold (value sizes are `i32`).
 pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
@@ -63,6 +69,8 @@ pub struct VersionedStore {
     /// Why the store refuses every call: a write of its write buffer failed, so it lost writes
     /// it had accepted while its stream time, segments and key count still count them.
     failure: Option<String>,
+    /// What the write buffer is charged to the process's pool of write buffers.
+    buffer_charge: usize,
 }
 
 impl std::fmt::Debug for VersionedStore {
@@ -132,8 +140,9 @@ impl VersionedStore {
     /// successful write exists nowhere else.
     fn write_buffer(&mut self) -> Result<()> {
         self.check_usable()?;
+        let wrote = self.buffer.as_ref().is_some_and(|b| !b.is_empty());
         let written = match self.buffer.as_mut() {
-            Some(buffer) if !buffer.is_empty() => buffer.write_to(
+            Some(buffer) if wrote => buffer.write_to(
                 self.backend.as_mut(),
                 self.cache.as_ref(),
                 self.state.stream_time,
@@ -143,7 +152,45 @@ impl VersionedStore {
         if let Err(error) = &written {
             self.failure = Some(error.to_string());
         }
+        if let Some(buffer) = self.buffer.as_mut()
+            && memory::BUFFERS.is_over()
+        {
+            // The room an emptied buffer keeps for the next writes is memory others need now.
+            buffer.release_room();
+        }
+        self.charge_buffer();
+        if wrote && self.path.is_some() {
+            memory::return_free_memory();
+        }
         written
+    }
+
+    /// The bytes the write buffer holds before it is written: its own bound, and the share of
+    /// the process's budget for write buffers.
+    fn buffer_bound(&self) -> usize {
+        self.buffer_limit.min(memory::BUFFERS.share())
+    }
+
+    /// Whether the write buffer is due to be written before the next call: past its bound, or
+    /// the write buffers of the process are past their share and this one holds enough to be
+    /// worth a write.
+    fn buffer_is_full(&self) -> bool {
+        /// A buffer smaller than this is not written for the process's sake alone.
+        const WORTH_WRITING: usize = 64 << 10;
+        self.buffer.as_ref().is_some_and(|b| {
+            b.bytes() > self.buffer_bound()
+                || (memory::BUFFERS.is_over() && b.bytes() > WORTH_WRITING)
+        })
+    }
+
+    /// Moves the write buffer's charge to the process's pool to what it holds now.
+    fn charge_buffer(&mut self) {
+        let held = self
+            .buffer
+            .as_ref()
+            .map_or(0, crate::overlay::Overlay::memory_bytes);
+        memory::BUFFERS.recharge(self.buffer_charge, held);
+        self.buffer_charge = held;
     }
 
     /// `Ok` unless the store has failed: then [`Error::Failed`], for every call until the
@@ -293,11 +340,27 @@ impl VersionedStore {
             check_write(value, timestamp, Some(index))?;
         }
         self.warm_latest_cache(rows.len())?;
-        self.transaction(|txn| {
+        let outcomes = self.transaction(|txn| {
             txn.reserve(rows.len());
-            rows.map(|(key, value, ts)| txn.put(key, value, ts))
-                .collect()
-        })
+            let mut ahead = rows.clone().map(|(key, _, _)| key);
+            let mut outcomes = Vec::with_capacity(rows.len());
+            for (i, (key, value, ts)) in rows.enumerate() {
+                if i % READ_AHEAD_ROWS == 0 {
+                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
+                }
+                outcomes.push(txn.put(key, value, ts)?);
+            }
+            Ok(outcomes)
+        });
+        self.end_read_ahead();
+        outcomes
+    }
+
+    /// Ends a batch call's read ahead of latest values (`Txn::read_latest_ahead`).
+    pub(crate) fn end_read_ahead(&self) {
+        if let Some(cache) = &self.cache {
+            cache.end_read_ahead();
+        }
     }
 
     /// Applies deletes row by row in order, atomically (see [`VersionedStore::put_batch`]).
@@ -312,7 +375,19 @@ impl VersionedStore {
             check_write(None, timestamp, Some(index))?;
         }
         self.warm_latest_cache(rows.len())?;
-        self.transaction(|txn| rows.map(|(key, ts)| txn.delete(key, ts)).collect())
+        let outcomes = self.transaction(|txn| {
+            let mut ahead = rows.clone().map(|(key, _)| key);
+            let mut outcomes = Vec::with_capacity(rows.len());
+            for (i, (key, ts)) in rows.enumerate() {
+                if i % READ_AHEAD_ROWS == 0 {
+                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
+                }
+                outcomes.push(txn.delete(key, ts)?);
+            }
+            Ok(outcomes)
+        });
+        self.end_read_ahead();
+        outcomes
     }
 
     /// Flushes RocksDB's memtables to SST files.
@@ -323,6 +398,27 @@ impl VersionedStore {
         self.write_buffer()?;
         self.settle_metadata()?;
         self.backend.flush()
+    }
+
+    /// Gives back the memory the store holds between calls: writes its write buffer to
+    /// RocksDB and frees the buffer's room, and empties its caches. What it holds stays in
+    /// RocksDB (memtables until they are flushed: `flush`). For a holder of idle stores when the
+    /// process's memory budget is under pressure (`memory_usage().under_pressure()`).
+    ///
+    /// # Errors
+    /// As [`VersionedStore::flush`].
+    pub fn release_memory(&mut self) -> Result<()> {
+        self.write_buffer()?;
+        if let Some(buffer) = self.buffer.as_mut() {
+            buffer.release_room();
+        }
+        self.charge_buffer();
+        if let Some(cache) = &self.cache {
+            cache.clear();
+        }
+        self.backend.release_caches();
+        memory::return_free_memory();
+        Ok(())
     }
 
     /// Writes the write buffer and closes the store. Without a write-ahead log it also flushes
@@ -365,6 +461,7 @@ impl Drop for VersionedStore {
             let _ = self.settle_metadata();
         }
         self.scans.close();
+        memory::BUFFERS.recharge(self.buffer_charge, 0);
     }
 }
 pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {

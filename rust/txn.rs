@@ -11,7 +11,7 @@
 
 use crate::backend::{RowRead, Visit, VisitRow};
 use crate::error::Result;
-use crate::format::key::{StorageKey, segment_of};
+use crate::format::key::{LATEST_SEGMENT, StorageKey, segment_of, storage_key};
 use crate::format::segment_value::{Entry, encode_append};
 use crate::format::short_bytes::ShortBytes;
 use crate::overlay::Overlay;
@@ -78,6 +78,21 @@ impl<'s> Txn<'s> {
     /// buffer: `Overlay::reserve`).
     pub(crate) fn reserve(&mut self, rows: usize) {
         self.overlay.reserve(rows);
+    }
+
+    /// Reads ahead, in one sorted batch, the latest-value entries of `keys` that neither this
+    /// transaction nor the cache of latest values answers (`LatestCache::read_ahead`): the
+    /// first read of each of their puts then finds its entry in memory.
+    pub(crate) fn read_latest_ahead<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> Result<()> {
+        let Some(cache) = self.reader.stored.cache else {
+            return Ok(());
+        };
+        let wanted: Vec<Vec<u8>> = keys
+            .map(|key| storage_key(LATEST_SEGMENT, key))
+            .filter(|key| !self.overlay.decides(key) && !cache.knows(key))
+            .map(StorageKey::into_vec)
+            .collect();
+        cache.read_ahead(self.reader.stored.backend, wanted)
     }
 
     /// A read of `key` copied out (the put algorithm edits what it reads).

@@ -92,6 +92,8 @@ pub(crate) trait Backend: Send {
     }
     /// Makes written data durable in the backend's own files (no-op in memory).
     fn flush(&self) -> Result<()>;
+    /// Empties the backend's own caches (the memory budget wants their memory back).
+    fn release_caches(&self) {}
     /// Where the data lives, for messages.
     fn location(&self) -> String;
     /// Writes a consistent copy of the data into the new directory `dir` (RocksDB checkpoint:

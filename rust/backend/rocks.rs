@@ -10,10 +10,10 @@
 //! the dropped prefixes.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType,
+    BlockBasedIndexType, BlockBasedOptions, ColumnFamilyDescriptor, DB, DBCompressionType,
     DEFAULT_COLUMN_FAMILY_NAME, DataBlockIndexType, MergeOperands, Options, WriteBatch,
     WriteOptions,
 };
@@ -26,40 +26,45 @@ use crate::format::key::{next_prefix, segment_of, segment_prefix};
 use crate::format::segment_value::merge_appends;
 use row_cache::{DecodedRow, RowCache};
 
+pub(crate) mod budget;
 mod row_cache;
 mod scan;
 
-/// How a RocksDB store writes.
+/// How a RocksDB store writes, and caps on its own memory.
+///
+/// A store's memory comes from the process's budget (`crate::memory`, set with
+/// [`set_memory_limit`](crate::set_memory_limit)), shared with every other store of the
+/// process. The caps here bound one store below what the budget would let it take; `None`
+/// leaves it to the budget. Tests set small ones to reach buffer writes and cache evictions.
 #[derive(Debug, Clone, Copy)]
 pub struct RocksOptions {
     /// Write-ahead log on (the default): every returned write survives a process crash. The
     /// checkpointed mode turns it off because durability comes from the checkpoint instead.
     pub wal: bool,
-    /// Size in bytes of the process-wide block cache, applied by the first store opened.
-    pub block_cache_bytes: usize,
-    /// Size in bytes of the store's memtable (RocksDB's write buffer; up to two are in memory).
-    pub write_buffer_bytes: usize,
+    /// Size in bytes of the store's memtable (RocksDB's write buffer); by default half of the
+    /// memtables' share of the budget, between 1 and 64 MiB.
+    pub write_buffer_bytes: Option<usize>,
     /// Bound in bytes of the store's own write buffer when the write-ahead log is off: writes
     /// gather in memory (each key's last value, each row's appends together) until it is full,
-    /// then go to RocksDB as one sorted batch. A larger one writes a key rewritten by every
-    /// micro-batch once for several of them.
-    pub buffer_bytes: usize,
+    /// or the write buffers of the process are past their share, then go to RocksDB as one
+    /// sorted batch. A larger one writes a key rewritten by every micro-batch once for several
+    /// of them.
+    pub buffer_bytes: Option<usize>,
     /// Bound in bytes of the store's cache of latest values (0 turns it off).
-    pub latest_cache_bytes: usize,
-    /// Bound in bytes of the store's cache of long history rows for single as-of reads (0 turns
-    /// it off).
-    pub row_cache_bytes: usize,
+    pub latest_cache_bytes: Option<usize>,
+    /// Bound in bytes of the store's cache of long history rows for single as-of reads (0
+    /// turns it off).
+    pub row_cache_bytes: Option<usize>,
 }
 
 impl Default for RocksOptions {
     fn default() -> Self {
         Self {
             wal: true,
-            block_cache_bytes: 128 << 20,
-            write_buffer_bytes: 64 << 20,
-            buffer_bytes: 16 << 20,
-            latest_cache_bytes: 32 << 20,
-            row_cache_bytes: 32 << 20,
+            write_buffer_bytes: None,
+            buffer_bytes: None,
+            latest_cache_bytes: None,
+            row_cache_bytes: None,
         }
     }
 }
@@ -70,33 +75,6 @@ impl RocksOptions {
     pub fn with_wal(self, wal: bool) -> Self {
         Self { wal, ..self }
     }
-
-    /// Options that keep one store's own memory (write buffer, memtables and caches) within
-    /// about `bytes`: a quarter for the write buffer, an eighth for each of two memtables, three
-    /// eighths for the latest-value cache, an eighth for the row cache. The process-wide block
-    /// cache is sized apart (`block_cache_bytes`).
-    ///
-    /// The write buffer gets more than a memtable: it is what spares RocksDB the rewrites of
-    /// keys that every micro-batch updates (a 100 000-key join's micro-batches took 185-192 ms
-    /// with a sixteenth for it and a quarter for each memtable, 143-145 ms with this split).
-    #[must_use]
-    pub fn with_memory_limit(self, bytes: usize) -> Self {
-        Self {
-            write_buffer_bytes: (bytes / 8).max(1 << 20),
-            buffer_bytes: bytes / 4,
-            latest_cache_bytes: bytes / 8 * 3,
-            row_cache_bytes: bytes / 8,
-            ..self
-        }
-    }
-}
-
-/// One block cache per process, shared by every store it opens. Stream processors open a
-/// partition's store per task and close it at the end; with a per-store cache every task would
-/// start cold. The first store opened sizes it.
-fn shared_block_cache(bytes: usize) -> &'static Cache {
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(|| Cache::new_lru_cache(bytes))
 }
 
 pub(crate) struct RocksBackend {
@@ -105,6 +83,9 @@ pub(crate) struct RocksBackend {
     path: PathBuf,
     write_options: WriteOptions,
     rows: RowCache,
+    /// The store's hold on the process's block cache; dropped after `db` (fields drop in
+    /// order), so the cache is emptied only once no store can read it.
+    _budget: budget::Hold,
 }
 
 /// The name RocksDB records for the merge operator; a store written with operands cannot be
@@ -151,20 +132,30 @@ fn partial_merge(_key: &[u8], _base: Option<&[u8]>, operands: &MergeOperands) ->
     Some(operands.iter().flatten().copied().collect())
 }
 
-/// The RocksDB options of a store (also used by tests that open a store's files directly).
-pub(crate) fn db_options(block_cache_bytes: usize, write_buffer_bytes: usize) -> Options {
+/// The RocksDB options of a store (also used by tests that open a store's files directly):
+/// its memtable size, and the process's block cache and memtable bound from `budget`.
+pub(crate) fn db_options(budget: &budget::Hold, write_buffer_bytes: usize) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     table.set_whole_key_filtering(true);
     table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
-    // Index and filter blocks live beside the cache, not in it: a large SST's full filter
-    // block outgrows one LRU shard (cache / 64) and would be re-read from disk on every get
-    // (measured: 150 µs per get at 1M keys).
-    table.set_cache_index_and_filter_blocks(false);
-    table.set_block_cache(shared_block_cache(block_cache_bytes));
+    // Index and filter blocks live in the block cache, so that the budget bounds them: an SST
+    // file's blocks of 4 million keys take some 20 MB that nothing bounded before. They are
+    // partitioned, so that no one block outgrows a shard of the cache (a full filter of a large
+    // file did, and was read from disk again at every get: 150 µs each at 1 million keys); the
+    // top level of each file's index and filter stays pinned, partitions come and go.
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_metadata_block_size(4096);
+    table.set_pin_top_level_index_and_filter(true);
+    table.set_optimize_filters_for_memory(true);
+    table.set_block_cache(&budget.cache);
     let mut options = Options::default();
     options.create_if_missing(true);
     options.set_block_based_table_factory(&table);
+    options.set_write_buffer_manager(&budget.memtables);
     options.set_compression_type(DBCompressionType::Lz4);
     options.set_max_background_jobs(2);
     options.set_write_buffer_size(write_buffer_bytes);
@@ -181,6 +172,10 @@ pub(crate) fn db_options(block_cache_bytes: usize, write_buffer_bytes: usize) ->
     options
 }
 
+/// Keys of one `MultiGet` (`RocksBackend::multi_get`): sorted rounds this large still share
+/// blocks and index reads, and pin at most this many blocks (4 MiB of 4 KiB blocks).
+const MULTI_GET_KEYS: usize = 1024;
+
 /// Threads that load table readers at open (`db_options`).
 const FILE_OPENING_THREADS: i32 = 2;
 
@@ -189,7 +184,11 @@ const KEPT_INFO_LOGS: usize = 2;
 
 impl RocksBackend {
     pub(crate) fn open(path: &Path, options: RocksOptions) -> Result<Self> {
-        let db_options = db_options(options.block_cache_bytes, options.write_buffer_bytes);
+        let hold = budget::Hold::take();
+        let memtable = options
+            .write_buffer_bytes
+            .unwrap_or_else(budget::memtable_bytes);
+        let db_options = db_options(&hold, memtable);
         // Opened by descriptor so that the default column family has a handle (`MultiGet`
         // takes one); its options are the store's.
         let default_cf =
@@ -202,7 +201,8 @@ impl RocksBackend {
             db: Arc::new(db),
             path: path.to_owned(),
             write_options,
-            rows: RowCache::new(options.row_cache_bytes),
+            rows: RowCache::new(options.row_cache_bytes.unwrap_or(usize::MAX)),
+            _budget: hold,
         })
     }
 
@@ -230,6 +230,31 @@ impl RocksBackend {
             }
         } else {
             batch.delete_range(start, end);
+        }
+        Ok(())
+    }
+
+    /// One round of [`Backend::multi_get`]: one sorted `MultiGet`, merged rows repaired.
+    fn multi_get_round(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
+        let cf = self.db.cf_handle(DEFAULT_COLUMN_FAMILY_NAME);
+        let Some(cf) = cf else {
+            return Err(Error::corrupt(self.location(), "no default column family"));
+        };
+        let (values, mut merged) =
+            collecting_merges(|| self.db.batched_multi_get_cf(cf, keys.iter().copied(), true));
+        if !merged.is_empty() {
+            // Sorted for a binary search per key: a large batch can merge many rows.
+            merged.sort_unstable();
+            let repaired = keys.iter().zip(&values).filter_map(|(key, value)| {
+                let value = value.as_ref().ok()?.as_deref()?;
+                let was_merged = merged.binary_search_by(|m| m.as_slice().cmp(key)).is_ok();
+                was_merged.then_some((*key, value))
+            });
+            self.read_repair(repaired);
+        }
+        for (i, value) in values.into_iter().enumerate() {
+            let value = value.map_err(|e| self.storage_error(e))?;
+            visit(i, value.as_deref())?;
         }
         Ok(())
     }
@@ -294,26 +319,13 @@ impl Backend for RocksBackend {
         })
     }
 
+    /// In rounds of [`MULTI_GET_KEYS`]: every value a `MultiGet` returns pins its block in the
+    /// cache until it is dropped, and a round of 65 536 random keys pinned some 200 MB of blocks
+    /// past the cache's capacity.
     fn multi_get(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
-        let cf = self.db.cf_handle(DEFAULT_COLUMN_FAMILY_NAME);
-        let Some(cf) = cf else {
-            return Err(Error::corrupt(self.location(), "no default column family"));
-        };
-        let (values, mut merged) =
-            collecting_merges(|| self.db.batched_multi_get_cf(cf, keys.iter().copied(), true));
-        if !merged.is_empty() {
-            // Sorted for a binary search per key: a large batch can merge many rows.
-            merged.sort_unstable();
-            let repaired = keys.iter().zip(&values).filter_map(|(key, value)| {
-                let value = value.as_ref().ok()?.as_deref()?;
-                let was_merged = merged.binary_search_by(|m| m.as_slice().cmp(key)).is_ok();
-                was_merged.then_some((*key, value))
-            });
-            self.read_repair(repaired);
-        }
-        for (i, value) in values.into_iter().enumerate() {
-            let value = value.map_err(|e| self.storage_error(e))?;
-            visit(i, value.as_deref())?;
+        for (round, keys) in keys.chunks(MULTI_GET_KEYS).enumerate() {
+            let first = round * MULTI_GET_KEYS;
+            self.multi_get_round(keys, &mut |i, value| visit(first + i, value))?;
         }
         Ok(())
     }
@@ -385,6 +397,10 @@ impl Backend for RocksBackend {
             Err(_) => self.rows.clear(),
         }
         written
+    }
+
+    fn release_caches(&self) {
+        self.rows.clear();
     }
 
     fn flush(&self) -> Result<()> {

@@ -95,6 +95,19 @@ impl Overlay {
         self.bytes
     }
 
+    /// About how much memory the overlay holds: its pending writes, or the room its table keeps
+    /// for them when that is more (a written buffer keeps its room for the next writes).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.bytes.max(self.pending.room_bytes())
+    }
+
+    /// Gives back the room of an empty overlay's table.
+    pub(crate) fn release_room(&mut self) {
+        if self.pending.is_empty() {
+            self.pending = PendingMap::default();
+        }
+    }
+
     /// Makes room for the writes of `rows` puts (at most two keys each), unless a transaction
     /// runs on this overlay: a write buffer is left to grow as it fills (and keeps its room
     /// when written); sized for two keys a row, a micro-batch that writes each key several

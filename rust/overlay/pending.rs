@@ -84,6 +84,11 @@ impl PendingMap {
         self.table.is_empty()
     }
 
+    /// The memory of the table's slots, filled or not.
+    pub(super) fn room_bytes(&self) -> usize {
+        self.table.capacity() * (std::mem::size_of::<(StorageKey, Pending)>() + 1)
+    }
+
     pub(super) fn reserve(&mut self, additional: usize) {
         let hasher = &self.hasher;
         self.table

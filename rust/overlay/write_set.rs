@@ -90,20 +90,14 @@ impl Overlay {
 
 /// `writes` sorted by key. RocksDB inserts a batch into its memtable skiplist in order, and an
 /// insert next to the previous one reuses its search path: sorted, a batch inserts several times
-/// faster.
-fn in_key_order(writes: Vec<(StorageKey, Write)>) -> Vec<(StorageKey, Write)> {
-    let mut order: Vec<((u64, u64), usize)> = writes
-        .iter()
-        .enumerate()
-        .map(|(i, (key, _))| (sort_prefix(key), i))
-        .collect();
-    order.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| writes[a.1].0.cmp(&writes[b.1].0))
+/// faster. Sorted in place, by each key's first 16 bytes (as two integers) and then the rest:
+/// a buffer's batch is hundreds of thousands of writes, and a sorted copy of them doubled its
+/// memory while it was written.
+fn in_key_order(mut writes: Vec<(StorageKey, Write)>) -> Vec<(StorageKey, Write)> {
+    writes.sort_unstable_by(|a, b| {
+        sort_prefix(&a.0)
+            .cmp(&sort_prefix(&b.0))
+            .then_with(|| a.0.cmp(&b.0))
     });
-    let mut slots: Vec<Option<(StorageKey, Write)>> = writes.into_iter().map(Some).collect();
-    order
-        .iter()
-        .filter_map(|&(_, i)| slots.get_mut(i).and_then(Option::take))
-        .collect()
+    writes
 }

@@ -13,13 +13,16 @@ pub(crate) fn store_config(retention_ms: i64, segment_ms: Option<i64>) -> PyResu
     StoreConfig::new(retention_ms, segment_ms).map_err(to_py)
 }
 
-/// The RocksDB options of `VersionedStore(..., write_ahead_log, memory_limit_mb)`.
-pub(crate) fn rocks_options(write_ahead_log: bool, memory_limit_mb: Option<usize>) -> RocksOptions {
-    let options = RocksOptions::default().with_wal(write_ahead_log);
-    match memory_limit_mb {
-        Some(mb) => options.with_memory_limit(mb.saturating_mul(1 << 20)),
-        None => options,
+/// The RocksDB options of `VersionedStore(..., write_ahead_log, memory_limit_mb)`: a limit
+/// given to a store is the process's memory budget, which every store shares.
+pub(crate) fn rocks_options(
+    write_ahead_log: bool,
+    memory_limit_mb: Option<usize>,
+) -> PyResult<RocksOptions> {
+    if let Some(mb) = memory_limit_mb {
+        super::memory::set_limit_mb(mb)?;
     }
+    Ok(RocksOptions::default().with_wal(write_ahead_log))
 }
 
 /// A key: `bytes` (or another buffer of bytes).

@@ -22,22 +22,55 @@ mod columns;
 mod errors;
 mod handle;
 mod history;
+mod memory;
 mod record;
 mod scan;
 mod store;
 mod times;
 
+/// Gives mimalloc's free memory back to the system: it keeps freed pages for reuse, and the
+/// process's memory budget (`crate::memory`) counts what it keeps.
+fn give_back_memory() {
+    if std::env::var_os("VS_NO_COLLECT").is_some() { return; }
+    #[expect(unsafe_code, reason = "mi_collect has no safe wrapper; it takes no pointer")]
+    // SAFETY: mi_collect only returns this thread's and abandoned free pages to the system.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
+}
+
+/// mimalloc v3's `mi_option_purge_delay` (`mimalloc.h`; the sys crate names only v2's options).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Has mimalloc give freed pages back to the system at once rather than after a delay: without
+/// a later call into the allocator the delay never ends, and an idle process kept what its
+/// stores had freed (measured: 85-134 MiB after the last store closed).
+fn purge_at_once() {
+    if std::env::var_os("VS_NO_PURGE").is_some() { return; }
+    #[expect(unsafe_code, reason = "mi_option_set has no safe wrapper; it takes no pointer")]
+    // SAFETY: setting an option is thread-safe and changes only when mimalloc purges.
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    purge_at_once();
+    crate::on_free_memory(give_back_memory);
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("VALID_TO_UNDEFINED", crate::VALID_TO_UNDEFINED)?;
     m.add("NOT_PUT", crate::NOT_PUT)?;
+    m.add("DEFAULT_MEMORY_LIMIT_MB", crate::DEFAULT_MEMORY_LIMIT >> 20)?;
     m.add("TUPLE_ENCODING", crate::TUPLE_ENCODING)?;
     m.add_class::<store::PyVersionedStore>()?;
     m.add_class::<record::PyVersionedRecord>()?;
     m.add_class::<history::PyGroupHistory>()?;
     m.add_class::<scan::PyScan>()?;
     m.add_class::<scan::PyStoreStats>()?;
+    m.add_class::<memory::PyMemoryUsage>()?;
+    m.add_function(wrap_pyfunction!(memory::set_memory_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(memory::memory_usage, m)?)?;
     m.add_function(wrap_pyfunction!(columns::encode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::decode_rows, m)?)?;
     m.add_function(wrap_pyfunction!(columns::sort_indices, m)?)?;

@@ -487,7 +487,10 @@ fn latest_key_count_is_kept_and_counted_for_older_stores() {
     }
     // A store written before the count existed: the entry is missing, and is counted on open.
     {
-        let options = crate::backend::rocks::db_options(1 << 20, 1 << 20);
+        let options = crate::backend::rocks::db_options(
+            &crate::backend::rocks::budget::Hold::take(),
+            1 << 20,
+        );
         let db = rocksdb::DB::open(&options, dir.path()).expect("raw open");
         db.delete(crate::format::key::storage_key(
             crate::format::key::META_SEGMENT,

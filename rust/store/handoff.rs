@@ -68,7 +68,7 @@ impl VersionedStore {
         }
         // A store saves about its buffer's bound, past it by one call's writes at most; a size
         // recorded far beyond that is not one it saved (and would be read whole into memory).
-        let limit = u64::try_from(self.buffer_limit).unwrap_or(u64::MAX);
+        let limit = u64::try_from(self.buffer_bound()).unwrap_or(u64::MAX);
         let writes = PendingWrites::load(path, expected, limit.saturating_mul(4).max(1 << 30))?;
         let Some(buffer) = self.buffer.as_mut() else {
             return Err(no_buffer());
@@ -77,6 +77,7 @@ impl VersionedStore {
         for segment in buffer.pending_segments() {
             self.state.segments.insert(segment);
         }
+        self.charge_buffer();
         // Over its bound (opened with less memory than it was saved from), the buffer is written
         // by the next call, as a buffer that a call took past its bound is: written here, a crash
         // before the caller marked the copy as moved past the saved file would apply it twice.

@@ -22,8 +22,8 @@ use crate::state::State;
 
 const LOCK_FILE: &str = "verstore.lock";
 
-/// The bytes an in-memory store's write buffer holds before it is written to the maps: those
-/// of a persistent store's by default (`RocksOptions::buffer_bytes`).
+/// The bytes an in-memory store's write buffer holds before it is written to the maps (or
+/// sooner, when the write buffers of the process are past their share of its budget).
 const MEMORY_BUFFER_BYTES: usize = 16 << 20;
 
 impl VersionedStore {
@@ -72,13 +72,16 @@ impl VersionedStore {
         store.lock = Some(lock);
         store.recover_metadata()?;
         let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
-        store.cache = Some(LatestCache::new(options.latest_cache_bytes, empty));
+        store.cache = Some(LatestCache::new(
+            options.latest_cache_bytes.unwrap_or(usize::MAX),
+            empty,
+        ));
         store.load_latest_keys()?;
         if options.wal {
             store.deferral = Deferral::Allowed { marked: false };
         } else {
             store.buffer = Some(Overlay::default());
-            store.buffer_limit = options.buffer_bytes;
+            store.buffer_limit = options.buffer_bytes.unwrap_or(usize::MAX);
         }
         Ok(store)
     }
@@ -111,6 +114,7 @@ impl VersionedStore {
             scans: OpenScans::default(),
             deferral: Deferral::Never,
             failure: None,
+            buffer_charge: 0,
         }
     }
 
@@ -153,6 +157,7 @@ impl VersionedStore {
             scans: OpenScans::default(),
             deferral: Deferral::Never,
             failure: None,
+            buffer_charge: 0,
         })
     }
 }

@@ -18,7 +18,9 @@ impl VersionedStore {
     ) -> Result<T> {
         let before = self.state.clone();
         let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
-        match std::panic::catch_unwind(run) {
+        let ran = std::panic::catch_unwind(run);
+        self.charge_buffer();
+        match ran {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => {
                 self.state = before;
@@ -35,11 +37,7 @@ impl VersionedStore {
         self.check_usable()?;
         // A full buffer is written before the call's transaction runs on it, so a failed write
         // fails the call before any of its work. The buffer may outgrow its bound by one call.
-        if self
-            .buffer
-            .as_ref()
-            .is_some_and(|b| b.bytes() > self.buffer_limit)
-        {
+        if self.buffer_is_full() {
             self.write_buffer()?;
         }
         let Some(buffer) = &mut self.buffer else {

@@ -14,8 +14,11 @@ fn mangle_raw(
     key: &[u8],
     mangle: impl Fn(&[u8]) -> Vec<u8>,
 ) -> usize {
-    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(8 << 20, 8 << 20), dir)
-        .expect("raw open");
+    let db = rocksdb::DB::open(
+        &crate::backend::rocks::db_options(&crate::backend::rocks::budget::Hold::take(), 8 << 20),
+        dir,
+    )
+    .expect("raw open");
     let targets: Vec<_> = db
         .iterator(rocksdb::IteratorMode::Start)
         .map(|item| item.expect("iterate"))

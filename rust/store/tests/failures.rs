@@ -11,8 +11,8 @@ use crate::{Error, RocksOptions, StoreConfig, VersionedStore};
 /// Small memtables and a write buffer of a quarter of one: the buffer is written often.
 fn without_log() -> RocksOptions {
     RocksOptions {
-        write_buffer_bytes: 1 << 20,
-        buffer_bytes: 1 << 18,
+        write_buffer_bytes: Some(1 << 20),
+        buffer_bytes: Some(1 << 18),
         ..RocksOptions::default().with_wal(false)
     }
 }

@@ -294,15 +294,21 @@ fn reopening_many_times_keeps_few_info_logs() {
 
 /// The store's metadata entry `name`, read from its files with RocksDB directly.
 fn raw_metadata(dir: &std::path::Path, name: &[u8]) -> Option<Vec<u8>> {
-    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(1 << 20, 1 << 20), dir)
-        .expect("raw open");
+    let db = rocksdb::DB::open(
+        &crate::backend::rocks::db_options(&crate::backend::rocks::budget::Hold::take(), 1 << 20),
+        dir,
+    )
+    .expect("raw open");
     let key = crate::format::key::storage_key(crate::format::key::META_SEGMENT, name);
     db.get(key).expect("raw get")
 }
 
 fn set_raw_format_version(dir: &std::path::Path, version: u32) {
-    let db = rocksdb::DB::open(&crate::backend::rocks::db_options(1 << 20, 1 << 20), dir)
-        .expect("raw open");
+    let db = rocksdb::DB::open(
+        &crate::backend::rocks::db_options(&crate::backend::rocks::budget::Hold::take(), 1 << 20),
+        dir,
+    )
+    .expect("raw open");
     let key = crate::format::key::storage_key(
         crate::format::key::META_SEGMENT,
         crate::format::meta::FORMAT_VERSION_KEY,

@@ -21,10 +21,10 @@ impl Backing {
             Self::Logged => Some(RocksOptions::default()),
             Self::Buffered => Some(RocksOptions {
                 wal: false,
-                write_buffer_bytes: 2048,
-                buffer_bytes: 512,
-                latest_cache_bytes: 600,
-                row_cache_bytes: 2048,
+                write_buffer_bytes: Some(2048),
+                buffer_bytes: Some(512),
+                latest_cache_bytes: Some(600),
+                row_cache_bytes: Some(2048),
                 ..RocksOptions::default()
             }),
         }

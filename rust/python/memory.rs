@@ -1,0 +1,73 @@
+//! The process's memory budget: `set_memory_limit`, `memory_usage` and its result type.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use super::errors::to_py;
+use crate::MemoryUsage;
+
+/// Bytes in a MiB, as the limit is given.
+const MIB: usize = 1 << 20;
+
+/// Sets the process's memory budget in MiB (`VersionedStore(memory_limit_mb=...)` too).
+pub(crate) fn set_limit_mb(limit_mb: usize) -> PyResult<()> {
+    let bytes = limit_mb.checked_mul(MIB).ok_or_else(|| {
+        PyValueError::new_err(format!("memory_limit_mb is too large: {limit_mb}"))
+    })?;
+    crate::set_memory_limit(bytes).map_err(to_py)
+}
+
+/// Sets the memory budget of the process: every store it holds shares it.
+#[pyfunction]
+pub(crate) fn set_memory_limit(py: Python<'_>, limit_mb: usize) -> PyResult<()> {
+    py.detach(|| set_limit_mb(limit_mb))
+}
+
+/// What the memory budget's holders use now.
+#[pyfunction]
+pub(crate) fn memory_usage(py: Python<'_>) -> PyMemoryUsage {
+    py.detach(crate::memory_usage).into()
+}
+
+/// What the memory budget's holders use at one moment.
+#[pyclass(name = "MemoryUsage", module = "verstore._core", frozen, get_all)]
+pub(crate) struct PyMemoryUsage {
+    limit_bytes: usize,
+    rocksdb_bytes: usize,
+    memtable_bytes: usize,
+    write_buffer_bytes: usize,
+    cache_bytes: usize,
+    open_stores: usize,
+    under_pressure: bool,
+}
+
+impl From<MemoryUsage> for PyMemoryUsage {
+    fn from(u: MemoryUsage) -> Self {
+        Self {
+            limit_bytes: u.limit_bytes,
+            rocksdb_bytes: u.rocksdb_bytes,
+            memtable_bytes: u.memtable_bytes,
+            write_buffer_bytes: u.write_buffer_bytes,
+            cache_bytes: u.cache_bytes,
+            open_stores: u.open_stores,
+            under_pressure: u.under_pressure(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyMemoryUsage {
+    fn __repr__(&self) -> String {
+        format!(
+            "MemoryUsage(limit_bytes={}, rocksdb_bytes={}, memtable_bytes={}, \
+             write_buffer_bytes={}, cache_bytes={}, open_stores={}, under_pressure={})",
+            self.limit_bytes,
+            self.rocksdb_bytes,
+            self.memtable_bytes,
+            self.write_buffer_bytes,
+            self.cache_bytes,
+            self.open_stores,
+            if self.under_pressure { "True" } else { "False" }
+        )
+    }
+}
