@@ -86,6 +86,22 @@ impl<V> BoundedMap<V> {
         if self.bytes <= self.budget && !self.pool.is_over() {
             return false;
         }
+        self.forget_half();
+        true
+    }
+
+    /// Whether `value` under the new key `key` fits without forgetting.
+    pub(crate) fn fits(&self, key: &[u8], value: &V) -> bool {
+        (self.weigh)(key, value) <= self.room()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Forgets about half of the entries, at random (hash order).
+    pub(crate) fn forget_half(&mut self) {
+        let weigh = self.weigh;
         let mut keep = false;
         self.map.retain(|_, _| {
             keep = !keep;
@@ -96,7 +112,6 @@ impl<V> BoundedMap<V> {
         self.map.shrink_to_fit();
         let bytes = self.map.iter().map(|(k, v)| weigh(k, v)).sum();
         self.set_bytes(bytes);
-        true
     }
 
     pub(crate) fn remove(&mut self, key: &[u8]) {

@@ -47,7 +47,9 @@ pub use config::{StoreConfig, default_segment_interval_ms};
 pub use error::{Error, Result};
 pub use format::changelog::{AttemptId, ChangelogHeader, HEADER_LEN as CHANGELOG_HEADER_LEN};
 pub use format::tuple::{TUPLE_ENCODING, TupleCodec, UnsupportedType};
-pub use memory::{DEFAULT_MEMORY_LIMIT, MIN_MEMORY_LIMIT, MemoryUsage, memory_limit, on_free_memory};
+pub use memory::{
+    DEFAULT_MEMORY_LIMIT, MIN_MEMORY_LIMIT, MemoryUsage, memory_limit, on_free_memory,
+};
 pub use order::byte_order;
 pub use overlay::SavedBuffer;
 pub use read::columns::RecordColumns;

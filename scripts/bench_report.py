@@ -308,6 +308,63 @@ def targets(py: list[Result], rust: list[Result]) -> list[str]:
     return lines
 
 
+def large_state_table(py: list[Result]) -> list[str]:
+    """Issue 33's large-state runs: rates, ratios to raw of the same run, memory and disk."""
+    runs = sorted(
+        (r.extra for r in py if r.group == "large_state" and "put_rows_per_s" in r.extra),
+        key=lambda e: (e["keys"], e["kind"]),
+    )
+    if not runs:
+        return []
+    lines = [
+        "| keys (versions) | store | budget | put rows/s | x raw | as-of read rows/s | x raw "
+        "| peak RSS over baseline | after close | disk bytes/version | x raw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in runs:
+        verstore = e["kind"] == "verstore"
+        budget = f"{e['budget_mb']} MB" if verstore else "-"
+
+        def x(name: str, e: dict[str, Any] = e) -> str:
+            return f"{e[name]:.2f}" if name in e else "-"
+
+        lines.append(
+            f"| {e['keys']:,} ({4 * e['keys']:,}) | {e['kind']} | {budget} | "
+            f"{rate_text(e['put_rows_per_s'])} | {x('put_x_raw')} | "
+            f"{rate_text(e['read_rows_per_s'])} | {x('read_x_raw')} | {e['peak_mb']:.0f} MB | "
+            f"{e['after_close_mb']:.0f} MB | {e['disk_bytes_per_version']:.1f} | "
+            f"{x('disk_x_raw')} |"
+        )
+    return lines
+
+
+def large_state_plot(py: list[Result], out: Path, plt: Any) -> str | None:
+    """Cost per put and per as-of read against state size, verstore and raw."""
+    runs = [r.extra for r in py if r.group == "large_state" and "put_rows_per_s" in r.extra]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for kind, color in (("verstore", "tab:blue"), ("raw", "tab:gray")):
+        mine = sorted((e for e in runs if e["kind"] == kind), key=lambda e: e["keys"])
+        keys = [e["keys"] for e in mine]
+        for field, style, what in (
+            ("put_rows_per_s", "-o", "put"),
+            ("read_rows_per_s", "--s", "as-of read"),
+        ):
+            ax.plot(
+                keys, [1e6 / e[field] for e in mine], style, color=color, label=f"{kind} {what}"
+            )
+    ax.set_xscale("log")
+    ax.set_xlabel("keys (4 versions each)")
+    ax.set_ylabel("µs per row")
+    ax.set_title("cost against state size")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "large_state.png", dpi=100)
+    plt.close(fig)
+    return "large_state.png"
+
+
 def plots(py: list[Result], rust: list[Result], out: Path) -> list[str]:
     import matplotlib
 
@@ -382,6 +439,10 @@ def plots(py: list[Result], rust: list[Result], out: Path) -> list[str]:
         plt.close(fig)
         made.append("spark.png")
 
+    large = large_state_plot(py, out, plt)
+    if large:
+        made.append(large)
+
     if rust:
         fig, ax = plt.subplots(figsize=(7, 4))
         rows = [r for r in rust if r.rate and r.group in ("put_batch", "get_batch")]
@@ -453,6 +514,14 @@ def render(
                     f"| `{r.label}` | {r.median_s * 1e3:.1f} ms | {rate_text(r.rate)} | {per} |"
                 )
             lines.append("")
+    large = large_state_table(py)
+    if large:
+        lines += [
+            "### Large state (issue 33): verstore and raw RocksDB in the same run",
+            "",
+            *large,
+            "",
+        ]
     spark = [r for r in py if r.group == "spark_asof_join"]
     if spark:
         lines += [

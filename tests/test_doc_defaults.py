@@ -461,11 +461,12 @@ def test_default_segment_interval_rule_and_check_values() -> None:
 
 
 def test_default_memory_budget_split(task_defaults: Callable[[], _conf.TaskConf]) -> None:
-    """docs/spark.md: the default ``memoryLimitMb`` is half Arrow data, half the open stores'."""
+    """docs/spark.md: the default ``memoryLimitMb`` is half Arrow data, half the worker's budget
+    for stores."""
     body = text("docs/spark.md")
     split = re.search(
-        r"`memoryLimitMb` \(default (\d+) MB\) bounds a task's verstore memory: half\s+for Arrow "
-        r"data, .*?; half for its open stores' own memory, shared among the\s+stores of the task",
+        r"`memoryLimitMb` \(default (\d+) MB\) bounds a Python worker's\s+verstore memory: "
+        r"half for Arrow data, .*?; half the worker's memory budget for\s+stores",
         body,
         re.S,
     )
@@ -475,5 +476,4 @@ def test_default_memory_budget_split(task_defaults: Callable[[], _conf.TaskConf]
     limit = int(split.group(1)) << 20
     assert int(held.group(1)) << 20 == limit == task.memory_limit_bytes
     assert task.arrow_budget_bytes == limit // 2
-    assert task.store_memory_mb(1) == limit // 2 >> 20
-    assert task.store_memory_mb(2) == limit // 4 >> 20
+    assert task.store_budget_mb == limit // 2 >> 20

@@ -15,15 +15,19 @@ point-in-time reads, multi-version queries, and put return codes that tell an in
 """
 
 from verstore._core import (
+    DEFAULT_MEMORY_LIMIT_MB,
     NOT_PUT,
     VALID_TO_UNDEFINED,
     GroupHistory,
+    MemoryUsage,
     Scan,
     StoreStats,
     VersionedRecord,
     VersionedStore,
     __version__,
     default_segment_interval_ms,
+    memory_usage,
+    set_memory_limit,
 )
 from verstore.exceptions import (
     CorruptionError,
@@ -38,6 +42,7 @@ from verstore.exceptions import (
 )
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT_MB",
     "NOT_PUT",
     "VALID_TO_UNDEFINED",
     "CorruptionError",
@@ -45,6 +50,7 @@ __all__ = [
     "GroupHistory",
     "IncompatibleConfigError",
     "IncompatibleFormatError",
+    "MemoryUsage",
     "MissingVersionError",
     "Scan",
     "StorageError",
@@ -56,4 +62,6 @@ __all__ = [
     "VerstoreError",
     "__version__",
     "default_segment_interval_ms",
+    "memory_usage",
+    "set_memory_limit",
 ]

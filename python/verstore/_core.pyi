@@ -110,17 +110,18 @@ class VersionedStore:
                 Checkpointed partition stores turn it off: their durability is the checkpoint.
                 Off, writes also gather in an in-memory write buffer (as Kafka Streams' record
                 cache) that reads see first, written to RocksDB as one sorted batch when it
-                outgrows its bound (16 MiB, or a quarter of ``memory_limit_mb``), on
+                outgrows its bound (half of ``memory_limit_mb``, and the write buffers of the
+                process past their share of its memory budget: :func:`set_memory_limit`), on
                 :meth:`flush`, :meth:`create_checkpoint` and :meth:`close`; without a WAL,
                 nothing written since the last flush survives a crash either way.
             record_changes: Record accepted writes for :meth:`take_changelog`, spooled to a
                 file in the store directory (not held in memory).
-            memory_limit_mb: About how much memory this store keeps for itself: a quarter for
-                the write buffer (without a WAL), an eighth for each of RocksDB's two
-                memtables, three eighths for its cache of latest values and an eighth for its
-                cache of long history rows, which single as-of reads answer from (the
-                process-wide block cache is apart). ``None``: a 16 MiB write buffer, 64 MiB
-                memtables and two 32 MiB caches.
+            memory_limit_mb: A cap on the memory this store keeps for itself, within the
+                process's memory budget (:func:`set_memory_limit`), which every store of the
+                process shares and which bounds them all first: half for the write buffer
+                (without a WAL), three eighths for its cache of latest values and an eighth for
+                its cache of long history rows, which single as-of reads answer from. ``None``:
+                no cap of its own; the budget decides.
 
         Raises:
             ValueError: A negative retention or an interval below 1.
@@ -471,6 +472,15 @@ class VersionedStore:
             StorageError: The write or the flush failed (a full disk, an I/O error). When the
                 write buffer could not be written, the store has *failed*: see the class.
         """
+    def release_memory(self) -> None:
+        """Gives back the memory the store holds between calls: writes its write buffer to
+        RocksDB (and frees the buffer's room) and empties its caches; what it holds stays in
+        RocksDB. For holders of idle stores when :func:`memory_usage` says the process's
+        budget is under pressure. No-op in memory but for the write buffer.
+
+        Raises:
+            StorageError: The write failed (a full disk, an I/O error): the store has *failed*.
+        """
     def close(self) -> None:
         """Writes the write buffer, if any, and releases the store and its directory lock.
         Without a write-ahead log it also flushes the memtables, so a close that returns has
@@ -563,6 +573,55 @@ class StoreStats:
     """The write buffer of a store without a write-ahead log (0 otherwise)."""
     observed_stream_time: Final[int]
     """Largest timestamp of any accepted write; -1 before the first."""
+
+DEFAULT_MEMORY_LIMIT_MB: Final[int]
+"""The memory budget of a process that never set one (MiB)."""
+
+def set_memory_limit(limit_mb: int) -> None:
+    """Sets the memory budget of the process: one limit for the memory verstore allocates
+    natively, shared by every store the process holds, open or kept.
+
+    Split by what holds it: a sixteenth for the write buffers of every store (a store writes its
+    buffer to RocksDB when they are past it), a sixteenth for their caches of latest values and
+    history rows (a cache forgets half of itself when they are past it), three eighths for
+    RocksDB's one block cache (data, index and filter blocks, and the memtables charged to it),
+    and half as headroom for what is not bounded: a write buffer's write (RocksDB copies it
+    twice: its write batch, then its memtable), RocksDB's own working memory (table readers,
+    iterators, flushes, compactions) and the allocators' slack. A batch call holds its own rows'
+    writes in memory until it returns, on top of this (about 300 bytes a row beside the rows'
+    keys and values); so do results handed to the caller. Measured: peak RSS within 1.1 x the
+    limit + 32 MiB over the process's baseline for limits of 64 MiB (batches of up to 25 000
+    rows) to 1 GiB (batches of 100 000) (BENCHMARKS.md, large state).
+
+    Takes effect at once for RocksDB's cache; the write buffers and caches follow as their
+    stores next write. Default :data:`DEFAULT_MEMORY_LIMIT_MB`.
+
+    Raises:
+        ValueError: ``limit_mb`` below 16.
+    """
+
+def memory_usage() -> MemoryUsage:
+    """What the memory budget's holders use now: cheap (counters and RocksDB's cache)."""
+
+@final
+class MemoryUsage:
+    """What the process's memory budget's holders use at one moment (:func:`memory_usage`)."""
+
+    limit_bytes: Final[int]
+    """The process's budget (:func:`set_memory_limit`)."""
+    rocksdb_bytes: Final[int]
+    """RocksDB's block cache: data, index and filter blocks and the memtables charged to it."""
+    memtable_bytes: Final[int]
+    """RocksDB's memtables of every store (inside ``rocksdb_bytes``)."""
+    write_buffer_bytes: Final[int]
+    """Write buffers of every store."""
+    cache_bytes: Final[int]
+    """Caches of latest values and long history rows of every store."""
+    open_stores: Final[int]
+    """Persistent stores open in the process."""
+    under_pressure: Final[bool]
+    """Whether the holders use more than their shares: time for a holder of idle stores to
+    give their memory back (:meth:`VersionedStore.release_memory`, or close them)."""
 
 @final
 class GroupHistory:

@@ -14,15 +14,13 @@ pub(crate) fn store_config(retention_ms: i64, segment_ms: Option<i64>) -> PyResu
 }
 
 /// The RocksDB options of `VersionedStore(..., write_ahead_log, memory_limit_mb)`: a limit
-/// given to a store is the process's memory budget, which every store shares.
-pub(crate) fn rocks_options(
-    write_ahead_log: bool,
-    memory_limit_mb: Option<usize>,
-) -> PyResult<RocksOptions> {
-    if let Some(mb) = memory_limit_mb {
-        super::memory::set_limit_mb(mb)?;
+/// given to a store caps its own memory within the process's budget (`set_memory_limit`).
+pub(crate) fn rocks_options(write_ahead_log: bool, memory_limit_mb: Option<usize>) -> RocksOptions {
+    let options = RocksOptions::default().with_wal(write_ahead_log);
+    match memory_limit_mb {
+        Some(mb) => options.with_memory_cap(mb.saturating_mul(1 << 20)),
+        None => options,
     }
-    Ok(RocksOptions::default().with_wal(write_ahead_log))
 }
 
 /// A key: `bytes` (or another buffer of bytes).

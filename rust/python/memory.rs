@@ -3,7 +3,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use super::errors::to_py;
+use pyo3::types::{PyBool, PyInt};
+
+use super::errors::{to_py, type_error};
 use crate::MemoryUsage;
 
 /// Bytes in a MiB, as the limit is given.
@@ -19,8 +21,21 @@ pub(crate) fn set_limit_mb(limit_mb: usize) -> PyResult<()> {
 
 /// Sets the memory budget of the process: every store it holds shares it.
 #[pyfunction]
-pub(crate) fn set_memory_limit(py: Python<'_>, limit_mb: usize) -> PyResult<()> {
-    py.detach(|| set_limit_mb(limit_mb))
+pub(crate) fn set_memory_limit(py: Python<'_>, limit_mb: &Bound<'_, PyAny>) -> PyResult<()> {
+    if limit_mb.is_instance_of::<PyBool>() {
+        return Err(type_error("limit_mb", "int", limit_mb));
+    }
+    let Ok(value) = limit_mb.extract::<i64>() else {
+        return Err(if limit_mb.is_instance_of::<PyInt>() {
+            PyValueError::new_err(format!("memory_limit_mb is too large: {limit_mb}"))
+        } else {
+            type_error("limit_mb", "int", limit_mb)
+        });
+    };
+    let mb = usize::try_from(value).map_err(|_| {
+        PyValueError::new_err(format!("memory_limit_mb must be at least 16, got {value}"))
+    })?;
+    py.detach(|| set_limit_mb(mb))
 }
 
 /// What the memory budget's holders use now.

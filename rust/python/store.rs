@@ -41,7 +41,7 @@ impl PyVersionedStore {
         memory_limit_mb: Option<usize>,
     ) -> PyResult<Self> {
         let config = store_config(history_retention_ms, segment_interval_ms)?;
-        let options = rocks_options(write_ahead_log, memory_limit_mb)?;
+        let options = rocks_options(write_ahead_log, memory_limit_mb);
         py.detach(|| {
             let mut store = VersionedStore::open_with(&path, config, options)?;
             store.set_record_changes(record_changes)?;

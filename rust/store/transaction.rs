@@ -1,6 +1,7 @@
 //! Running a call as one transaction: on the write buffer, or written to storage at its end.
 
 use super::VersionedStore;
+use crate::memory;
 use crate::error::Result;
 use crate::spool::Log;
 use crate::txn::Txn;
@@ -21,6 +22,13 @@ impl VersionedStore {
         let ran = std::panic::catch_unwind(run);
         self.charge_buffer();
         match ran {
+            Ok(Ok(value)) if memory::BUFFERS.is_over() && self.buffer_is_full() => {
+                // The write buffers of the process are past their share: this store writes its
+                // own now rather than at its next call, which may be long in coming (a store of
+                // another partition, kept for later) while it holds the memory.
+                self.write_buffer()?;
+                Ok(value)
+            }
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => {
                 self.state = before;

@@ -24,7 +24,8 @@ it keeping its write buffer in a file that ``LOCAL.json`` names (``HeldStore.han
 releases the lock, and the waiter then reuses the copy from disk with that buffer. A store in
 use by a task is never handed over: the waiter waits for its task, as it always did. The
 keeper also closes stores left idle for ``idle_s`` and, beyond ``max_stores``, the least
-recently used ones.
+recently used ones; and while the process's memory budget is under pressure it settles idle
+stores and has them give their memory back, then closes them, least recently used first.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verstore._core import VersionedStore
+from verstore._core import VersionedStore, memory_usage
 from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState, SavedBuffer
@@ -258,6 +259,7 @@ class Keeper:
             ):
                 self._maintain(held, settle=held.maintenance is None)
         self._evict()
+        self._relieve_memory()
 
     def run_maintenance(self, *, settle: bool = False) -> None:
         """Runs every held store's deferred commit work now, in the calling thread; with
@@ -291,7 +293,13 @@ class Keeper:
             self._thread.join()
         self.close_all()
 
-    def _maintain(self, held: HeldStore, raise_crash: bool = False, settle: bool = False) -> None:
+    def _maintain(
+        self,
+        held: HeldStore,
+        raise_crash: bool = False,
+        settle: bool = False,
+        release: bool = False,
+    ) -> None:
         with held.busy:
             with self._mutex:
                 if self._held.get(held.local.dir) is not held:
@@ -300,6 +308,8 @@ class Keeper:
                 held.maintain()
                 if settle:
                     held.settle()
+                if release:
+                    held.store.release_memory()
             except BaseException as e:
                 # The commit is durable; what the failed work left is unknown, as after a
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
@@ -326,6 +336,24 @@ class Keeper:
                 held.close()
             except Exception as e:
                 log.warning("%s: closing the kept store (%s) failed: %s", held.local.dir, why, e)
+
+    def _relieve_memory(self) -> None:
+        """While the process's memory budget is under pressure (``memory_usage``): gives back
+        what idle stores hold, least recently used first (settled, so that their memtables are
+        flushed too, then ``release_memory``), and then closes them, until the pressure ends.
+        The stores in use by tasks give back their own as they write."""
+        if not memory_usage().under_pressure:
+            return
+        with self._mutex:
+            idle = sorted(self._held.values(), key=lambda h: h.idle_since)
+        for held in idle:
+            self._maintain(held, settle=True, release=True)
+            if not memory_usage().under_pressure:
+                return
+        for held in idle:
+            self._release(held, "memory pressure")
+            if not memory_usage().under_pressure:
+                return
 
     def _evict(self) -> None:
         with self._mutex:

@@ -44,6 +44,8 @@ PROGRESS_METRICS = PREFIX + "progressMetrics"
 KEPT_STORES = PREFIX + "keptStoresPerWorker"
 DEFAULT_KEPT_STORES = 4
 DEFAULT_MEMORY_LIMIT_MB = 512
+#: Twice the smallest store budget `verstore.set_memory_limit` takes.
+MIN_MEMORY_LIMIT_MB = 32
 
 #: Storage options that are never secret (``pyarrow.fs`` filesystems' endpoints, regions,
 #: timeouts, names): these travel in the session conf. Every other option is treated as a
@@ -286,11 +288,13 @@ def configure(
         min_versions_to_retain: Versions kept rebuildable by cleanup (default 100, at least 2).
         lock_timeout_s: How long a task waits for a partition's local directory held by a
             previous task of the same partition (default 60).
-        memory_limit_mb: The memory a task's verstore work may use (default 512): half for
-            Arrow data (its micro-batch's input while table updates are applied, its output
-            until the commit), beyond which it spills to ``local_dir``; half for its open
-            stores' own memory (write buffers, RocksDB memtables, caches), shared among
-            them. RocksDB's block cache is one per Python worker, apart (docs/spark.md, sizing).
+        memory_limit_mb: The memory of a Python worker's verstore work (default 512, at
+            least 32): half for the Arrow data of its task (its micro-batch's input while
+            table updates are applied, its output until the commit), beyond which it spills
+            to ``local_dir``; half the worker's memory budget for stores
+            (``verstore.set_memory_limit``), shared by every store it holds, open or kept:
+            RocksDB's block cache and memtables, write buffers, caches and their headroom
+            (docs/spark.md, sizing).
         progress_metrics: Whether partition-mode queries built after this call report their
             store metrics in the query progress (``observedMetrics``; default True). Spark's
             ``observe`` costs every output row some time (docs/spark.md, metrics); with False
@@ -301,8 +305,8 @@ def configure(
         kept_stores_per_worker: How many partition stores a Python worker keeps open after
             their commits, for its next tasks of those partitions (default 4; 0 closes each
             store at its commit). A kept store skips the next open and moves the commit's
-            memtable flush and snapshot off the task's path; each holds up to its share of
-            ``memory_limit_mb`` in the worker between tasks (docs/spark.md, sizing).
+            memtable flush and snapshot off the task's path; they hold their memory within
+            the worker's budget, which closes them when it is needed (docs/spark.md, sizing).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
@@ -312,9 +316,11 @@ def configure(
     if memory_limit_mb is not None and (
         not isinstance(memory_limit_mb, int)
         or isinstance(memory_limit_mb, bool)
-        or memory_limit_mb < 1
+        or memory_limit_mb < MIN_MEMORY_LIMIT_MB
     ):
-        raise ValueError(f"memory_limit_mb must be an int >= 1, got {memory_limit_mb!r}")
+        raise ValueError(
+            f"memory_limit_mb must be an int >= {MIN_MEMORY_LIMIT_MB}, got {memory_limit_mb!r}"
+        )
     if kept_stores_per_worker is not None and (
         not isinstance(kept_stores_per_worker, int)
         or isinstance(kept_stores_per_worker, bool)
@@ -388,9 +394,11 @@ class TaskConf:
         """The Arrow data a task holds before it spills: half of the memory limit."""
         return self.memory_limit_bytes // 2
 
-    def store_memory_mb(self, stores: int) -> int:
-        """Each open store's own memory when ``stores`` are open: the other half, shared."""
-        return max(8, (self.memory_limit_bytes // 2 >> 20) // max(1, stores))
+    @property
+    def store_budget_mb(self) -> int:
+        """The worker's memory budget for stores (``verstore.set_memory_limit``): the other
+        half, shared by every store the worker holds."""
+        return self.memory_limit_bytes // 2 >> 20
 
     @staticmethod
     def current(credentials: StorageCredentials | None = None) -> TaskConf:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from verstore._core import VersionedStore
+from verstore._core import VersionedStore, set_memory_limit
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.keeper import Keeper
 from verstore.checkpoint.values import ValueCodec
@@ -106,12 +106,13 @@ def partition_stores(
     exit, aborts all on an exception. ``credentials``: the secret storage options the caller's
     partition function carries (``_conf.plan_credentials`` when its plan was built)."""
     conf = TaskConf.current(credentials)
+    set_memory_limit(conf.store_budget_mb)
     with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as own_spill:
         yield from _partition_stores(conf, specs, num_partitions, spill or own_spill)
 
 
 def _open_one(
-    conf: TaskConf, name: str, spec: StoreSpec, num_partitions: int | None, stores: int
+    conf: TaskConf, name: str, spec: StoreSpec, num_partitions: int | None
 ) -> PartitionStore:
     """Store ``name`` of the task's partition, open at the task's micro-batch (from the
     worker's keeper when it kept the store open since its last commit there)."""
@@ -133,7 +134,6 @@ def _open_one(
         ),
         num_partitions=num_partitions,
         columns=spec.columns,
-        memory_limit_mb=conf.store_memory_mb(stores),
         keeper=keeper,
     )
 
@@ -170,7 +170,7 @@ def _partition_stores(
     metrics = TaskMetrics()
     try:
         for name, spec in specs.items():
-            opened[name] = _open_one(conf, name, spec, num_partitions, len(specs))
+            opened[name] = _open_one(conf, name, spec, num_partitions)
             metrics.opened(opened[name])
         yield PartitionContext(
             stores={name: p.store for name, p in opened.items()},
@@ -226,6 +226,7 @@ def _task(
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         conf = TaskConf.current(credentials)
+        set_memory_limit(conf.store_budget_mb)
         with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
             output = RowBuffer(spill, share=0.25)
             with _open_stores(conf, specs, num_partitions, spill) as ctx:
