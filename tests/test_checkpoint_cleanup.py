@@ -346,7 +346,7 @@ def test_an_unreadable_manifest_stops_only_the_deletion_of_uploads(target: Targe
     is deleted, not even the orphan; old changelogs and snapshots still go."""
     ref, orphan = _with_a_second_base(target)
     loc = target.location
-    broken = _Unreadable(loc.filesystem, loc.root, loc.uri, broken=target.snapshot(6))
+    broken = _Unreadable(loc.storage, loc.root, loc.uri, broken=target.snapshot(6))
     files = LineageFiles(broken, STORE, LINEAGE).partition(0)
     uploads = {i.path for i in files.uploaded_files()}
     deleted = cleanup(files, SMALL)
