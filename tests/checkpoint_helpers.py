@@ -386,15 +386,17 @@ def commit_batches(
 
 def assert_no_orphans(target: Target, partition: int = 0) -> None:
     """Right after a cleanup with ``orphan_grace_s=0``: every uploaded file is referenced by a
-    manifest of the partition, and no temporary file is left."""
+    manifest or a claim of the partition (a snapshot that died before its manifest keeps its
+    files while its version is kept), and no temporary file or retirement is left."""
     files = target.files(partition)
     listing = files.listing()
     referenced = set()
-    for ref, snapshot in listing.snapshots.items():
+    for ref, snapshot in [*listing.snapshots.items(), *listing.claims.items()]:
         manifest = decode_manifest(target.read(snapshot.path), snapshot.path, ref)
         referenced |= {posixpath.basename(f.durable) for f in manifest.files}
     assert target.names(files.sst_dir) == referenced
     assert not listing.temporaries
+    assert not listing.retirements
 
 
 # --- forged files -------------------------------------------------------------------------------

@@ -156,7 +156,7 @@ def test_storage_options_are_mapped_and_unknown_ones_refused() -> None:
     assert "very-secret" not in str(e.value)  # an option is named, never its value
     azure = {"account_name": "a", "account_key": "a2V5", "blob_storage_authority": "127.0.0.1:1"}
     assert Location.resolve("abfs://container/p", {**azure, "blob_storage_scheme": "http"})
-    with pytest.raises(ValueError, match="abfs://container: .*Invalid Access Key"):
+    with pytest.raises(ValueError, match=r"abfs://container: .*Invalid Access Key"):
         Location.resolve("abfs://container/p", {**azure, "account_key": "k"})
     with pytest.raises(ValueError, match="unsupported scheme 'ftp'"):
         Location.resolve("ftp://host/path")

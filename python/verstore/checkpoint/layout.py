@@ -3,7 +3,9 @@
 ```
 <root>/<store>/q=<lineage>/_meta.json                       the lineage's settings (meta.py)
 <root>/<store>/q=<lineage>/p=<n>/<commit>.changelog         one commit: v-1 -> v
+<root>/<store>/q=<lineage>/p=<n>/<version>-<attempt>.claim      its claim, written first
 <root>/<store>/q=<lineage>/p=<n>/<version>-<attempt>.snapshot   a snapshot manifest
+<root>/<store>/q=<lineage>/p=<n>/_retiring-<32 hex>.json     uploads a cleanup deletes
 <root>/<store>/q=<lineage>/p=<n>/SSTs/<uuid>-<name>         uploaded RocksDB files
 ```
 
