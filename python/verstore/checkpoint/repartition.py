@@ -200,13 +200,13 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
                 f"{partition}: nothing was published, the query's state is unchanged"
             )
     _check_sources_still(location, plan)
-    faults.step("repartition_before_publish")
     current = read_settings(files)
     if current is None or current.partitioning != plan.source:
         raise IncompatibleConfigError(
             f"store {plan.store!r} was repartitioned by someone else meanwhile: nothing was "
             "published by this repartition"
         )
+    faults.step("repartition_before_publish")
     try:
         write_record(files, plan.target)
     except FileExistsError:
