@@ -9,8 +9,9 @@ no interleaving with a cleanup then loses a file a manifest names):
 
 1. the claim ``<v>-<a>.claim`` (the manifest's body) is created, naming every file;
 2. the new files are uploaded;
-3. the retirements (``retirement.py``) are read, then the uploads listed: a file retired,
-   missing or of another size fails the snapshot, which withdraws its claim;
+3. the partition is listed and its retirements (``retirement.py``) read, then the uploads
+   listed: a claim gone, a file retired, missing or of another size fails the snapshot, which
+   withdraws its claim;
 4. the manifest ``<v>-<a>.snapshot`` is created: it makes the snapshot, and is final.
 
 A snapshot is an optimisation: it fails without harm, and is due again at the next commit.
@@ -131,12 +132,19 @@ def _upload(
 
 
 def _check_claim(location: Location, files: PartitionFiles, manifest: Manifest) -> None:
-    """Checks, after the claim is written and before the manifest, that no cleanup retires a
-    file the snapshot names and that each is uploaded at its size. The retirements are read
+    """Checks, after the claim is written and before the manifest, that the claim is still
+    there, that no cleanup retires a file the snapshot names and that each is uploaded at its
+    size. The retirements are read
     before the uploads are listed: a cleanup removes its retirement only after deleting what it
     names, so a file deleted by a cleanup whose retirement this misses is seen missing."""
     named = {f.durable for f in manifest.files}
-    retiring = named & retirement.retired(files, files.listing().retirements)
+    listing = files.listing()
+    if manifest.ref not in listing.claims:
+        raise OSError(
+            f"{location.describe(files.claim(manifest.ref))} is gone (a cleanup found its "
+            "version no longer needed); the snapshot is not published"
+        )
+    retiring = named & retirement.retired(files, listing.retirements)
     if retiring:
         raise OSError(
             f"{location.describe(files.claim(manifest.ref))}: a cleanup is retiring "
