@@ -267,3 +267,22 @@ def _port() -> int:
 
 def test_two_processes_racing_to_create_one_name_on_s3(serial_s3_server: dict[str, Any]) -> None:
     _race(f"s3://bucket/{uuid.uuid4().hex}", serial_s3_server)
+
+
+def test_a_storage_error_names_no_secret() -> None:
+    """An Azure SAS token travels in each request's URL: a failed request's error, which may
+    reach a task's error and Spark's logs, carries neither it nor any other option's value."""
+    secret = "sv=2024-11-04&sig=vstest-sas-signature"
+    loc = Location.resolve(
+        "abfs://container/p",
+        {
+            "account_name": "vstestaccount",
+            "sas_token": secret,
+            "blob_storage_authority": f"127.0.0.1:{_port()}",  # nothing listens
+            "blob_storage_scheme": "http",
+        },
+    )
+    with pytest.raises(OSError) as failed:
+        loc.read_bytes(loc.path("x"))
+    assert "vstest-sas-signature" not in str(failed.value)
+    assert "sig=" not in str(failed.value)

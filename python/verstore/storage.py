@@ -24,6 +24,7 @@ import datetime
 import logging
 import os
 import posixpath
+import re
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping
@@ -32,6 +33,7 @@ from typing import IO, Any
 import pyarrow.fs as pafs
 
 TMP_MARK = ".tmp-"
+_URL_QUERY = re.compile(r"(https?://[^\s?]+)\?\S*")
 #: Uploads above this size go in parts of this size (obstore's default).
 PART_SIZE = 5 << 20
 
@@ -279,7 +281,8 @@ class ObjectStorage(Storage):
 def _errors() -> Iterator[None]:
     """obstore's errors as ``OSError`` (a missing file stays ``FileNotFoundError``; a
     refused create stays obstore's ``AlreadyExistsError`` for :meth:`ObjectStorage.create`),
-    with the message's first line: its debug dump repeats the request."""
+    with the message's first line (its debug dump repeats the request) and no URL's query (an
+    Azure SAS token travels there: it must not reach logs or task errors)."""
     from obstore.exceptions import AlreadyExistsError, BaseError
 
     try:
@@ -287,7 +290,8 @@ def _errors() -> Iterator[None]:
     except AlreadyExistsError:
         raise
     except BaseError as e:
-        raise OSError(str(e).split("\n", 1)[0]) from None
+        first = str(e).split("\n", 1)[0]
+        raise OSError(_URL_QUERY.sub(r"\1?<query hidden>", first)) from None
 
 
 def object_storage(scheme: str, path: str, options: dict[str, Any]) -> ObjectStorage:
