@@ -59,7 +59,7 @@ java-check:
 # fails at the end. TEST_JOBS=1 runs them one after the other.
 TEST_JOBS ?= 4
 LINE_LANES := $(addprefix test-line-,$(SPARK_LINES))
-TEST_LANES := test-spark-jobs test-spark test-core test-min-lane $(LINE_LANES) test-connect \
+TEST_LANES := test-spark-jobs test-spark test-core test-connect test-min-lane $(LINE_LANES) \
   test-rust test-sims test-bench
 test: develop java-check
 	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) --output-sync=target $(TEST_LANES)
@@ -189,9 +189,11 @@ MIN_SUITE := -m 'not spark' \
 # .venv-min's, and SPARK_LINES'; .venv's newest runs the whole suite): as-of join,
 # latest-by-timestamp, table-table join, GroupHistory (applyInPandasWithState), the stateful
 # processor (transformWithStateInPandas, 4.0+: the older lines check its error instead),
-# read_store and the change feed, map_partitions_with_stores, the progress metrics, and what
-# differs between lines (tests/spark/test_spark_lines.py). Lines with Spark Connect (4.0+: 3.5's
-# PySpark ships no Connect server) run the tests marked `connect` among them again on Connect.
+# read_store and the change feed, map_partitions_with_stores, the progress metrics on Connect,
+# and what differs between lines (tests/spark/test_spark_lines.py). Lines with Spark Connect
+# (4.0+: 3.5's PySpark ships no Connect server) run the tests marked `connect` among them again
+# on Connect. The floor also checks the classic progress metrics (3.5's progress is a dict; 4.0
+# on, the newest's classes).
 LINE_TESTS := \
   "tests/spark/test_asof_join.py::test_generated_out_of_order_matches_merge_asof_oracle[left-seq-True]" \
   "tests/spark/test_tables.py::test_latest_by_timestamp_matches_reference[changes-False-3-False]" \
@@ -201,7 +203,6 @@ LINE_TESTS := \
   tests/spark/test_read_store.py::test_the_newest_state_is_each_keys_latest_version \
   tests/spark/test_read_store.py::test_history_is_every_version_with_its_validity \
   tests/spark/test_read_store.py::test_the_change_feed_replays_into_each_versions_state \
-  tests/spark/test_metrics.py::test_each_batch_reports_its_store_metrics \
   tests/spark/test_connect.py::test_metrics_are_in_the_progress_and_partition_metrics_says_where \
   tests/spark/test_spark_lines.py
 
@@ -211,7 +212,8 @@ test-min-run: $(VENV_MIN)/.deps-installed
 	$(PY_MIN) -c 'import pandas, pyarrow, pyspark, verstore; print("lowest versions: pyarrow", \
 	  pyarrow.__version__, "pyspark", pyspark.__version__, "pandas", pandas.__version__)'
 	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SUITE)
-	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(LINE_TESTS)
+	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(LINE_TESTS) \
+	  tests/spark/test_metrics.py::test_each_batch_reports_its_store_metrics
 
 # One PySpark line of SPARK_LINES: its tests on a classic session, then on Spark Connect.
 LINE_PY = PYTHONPATH=$(abspath $(LINES)/$*) $(PY_MIN)

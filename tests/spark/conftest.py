@@ -36,10 +36,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.spark)
     line = pyspark_line()
     other = [item for item in items if not CONNECT and item.get_closest_marker("connect_only")]
+    # A test without a Spark session checks nothing of Connect: the classic run has it.
+    other += [item for item in items if CONNECT and "spark" not in _fixtures(item)]
     other += [item for item in items if not _for_line(item, line)]
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
+
+
+def _fixtures(item: pytest.Item) -> list[str]:
+    return list(getattr(item, "fixturenames", []))
 
 
 def pyspark_line() -> tuple[int, int]:
