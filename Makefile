@@ -32,7 +32,7 @@ help:
 	@echo "make run    - the main job: streaming as-of join on local Spark (examples/spark_asof_pipeline.py)"
 	@echo "make run-restaurant - the restaurant bills and vote tally (examples/restaurant.py)"
 	@echo "make test   - every test, independent suites side by side: Rust tests, pytest (Spark tests on classic"
-	@echo "              and Spark Connect sessions), a benchmark smoke run, make test-min"
+	@echo "              and Spark Connect sessions), a benchmark smoke run, make test-min, make test-lines"
 	@echo "make test-min - pytest on the lowest pyarrow, pyspark and pandas pyproject.toml declares"
 	@echo "make test-lines - each helper end to end on every PySpark line between (SPARK_LINES)"
 	@echo "make wheel  - dist/verstore-*.whl, manylinux_2_28 (README, building the wheel)"
@@ -153,7 +153,7 @@ BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_B
 
 # The lanes of make test; together, pytest's whole suite once on .venv, the Spark cases marked
 # `connect` again on a local Spark Connect server (tests/spark/conftest.py), the benches as a
-# smoke run, and make test-min.
+# smoke run, make test-min and make test-lines (the helpers on every other PySpark line).
 test-spark-jobs:
 	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(SPARK_JOB_TESTS)
 test-spark:
