@@ -19,6 +19,8 @@ LINES := .spark-lines
 # One optimized build for Rust tests, the extension and benches, outside the clone so that every
 # checkout on the machine shares the (slow) RocksDB C++ build.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/verstore/target
+# The compilers and linker of that build on x86_64 Linux, by name (.cargo/config.toml).
+export PATH := $(abspath scripts/zig):$(PATH)
 PYTEST_FLAGS ?=
 # Steps of make test and make setup say how long they took ("[test-core 95 s]").
 TIMED = TIMEFORMAT='[$@ %0R s]'; time

@@ -51,6 +51,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     env = dict(os.environ)
     env.setdefault("CARGO_TARGET_DIR", str(Path.home() / ".cache" / "verstore" / "target"))
+    env["PATH"] = f"{SOURCE / 'scripts' / 'zig'}{os.pathsep}{env.get('PATH', '')}"  # as make does
     maturin = Path(sys.executable).with_name("maturin")
     compatibility = f"manylinux_{MANYLINUX[0]}_{MANYLINUX[1]}"
     run(maturin, "build", "--release", "--quiet", "--compatibility", compatibility,
