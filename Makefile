@@ -11,24 +11,33 @@ PY := $(VENV)/bin/python
 # The lowest versions pyproject.toml declares, in a venv of their own (make test-min).
 VENV_MIN ?= .venv-min
 PY_MIN := $(VENV_MIN)/bin/python
+# The PySpark lines between .venv-min's (the floor, 3.5) and .venv's (the newest), one version
+# each (docs/spark.md, Spark lines): each installed alone under $(LINES)/<version>, put first on
+# .venv-min's path (make test-lines).
+SPARK_LINES ?= 4.0.5 4.1.4 4.2.1
+LINES := .spark-lines
 # One optimized build for Rust tests, the extension and benches, outside the clone so that every
 # checkout on the machine shares the (slow) RocksDB C++ build.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/verstore/target
+# The compilers and linker of that build on x86_64 Linux, by name (.cargo/config.toml).
+export PATH := $(abspath scripts/zig):$(PATH)
 PYTEST_FLAGS ?=
 # Steps of make test and make setup say how long they took ("[test-core 95 s]").
 TIMED = TIMEFORMAT='[$@ %0R s]'; time
 # Flags for the main job, e.g. make run ARGS="--symbols 10000 --rows-per-batch 50000"
 ARGS ?=
 
-.PHONY: help run run-restaurant java-check test setup system-deps compile develop build-release rust-test py-test test-min test-fast bench lint clean \
+.PHONY: help run run-restaurant java-check test setup system-deps compile develop build-release wheel rust-test py-test test-min test-lines test-fast bench lint clean \
   $(TEST_LANES) test-min-run
 
 help:
 	@echo "make run    - the main job: streaming as-of join on local Spark (examples/spark_asof_pipeline.py)"
 	@echo "make run-restaurant - the restaurant bills and vote tally (examples/restaurant.py)"
 	@echo "make test   - every test, independent suites side by side: Rust tests, pytest (Spark tests on classic"
-	@echo "              and Spark Connect sessions), a benchmark smoke run, make test-min"
+	@echo "              and Spark Connect sessions), a benchmark smoke run, make test-min, make test-lines"
 	@echo "make test-min - pytest on the lowest pyarrow, pyspark and pandas pyproject.toml declares"
+	@echo "make test-lines - each helper end to end on every PySpark line between (SPARK_LINES)"
+	@echo "make wheel  - dist/verstore-*.whl, manylinux_2_28 (README, building the wheel)"
 	@echo "make bench  - benchmarks (numbers from the release build)"
 	@echo "make lint   - rustfmt, clippy, ruff, mypy, stubtest"
 
@@ -51,7 +60,9 @@ java-check:
 # output is printed whole when it ends; a failed lane does not stop the others (-k), make test
 # fails at the end. TEST_JOBS=1 runs them one after the other.
 TEST_JOBS ?= 4
-TEST_LANES := test-spark-jobs test-spark test-core test-min-lane test-connect test-rust test-sims test-bench
+LINE_LANES := $(addprefix test-line-,$(SPARK_LINES))
+TEST_LANES := test-spark-jobs test-spark test-core test-connect test-min-lane $(LINE_LANES) \
+  test-rust test-sims test-bench
 test: develop java-check
 	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) --output-sync=target $(TEST_LANES)
 
@@ -108,10 +119,27 @@ $(VENV_MIN)/.deps-installed: pyproject.toml scripts/lowest_requirements.py
 	echo $(abspath python) > "$$($(PY_MIN) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/verstore.pth"
 	@touch $@
 
+# A PySpark line alone (pip --target, no dependencies: .venv-min has the rest), put first on
+# PYTHONPATH for the tests of the line; Spark's Python workers inherit it. py4j as the line's
+# PySpark declares it (4.x: >=0.10.9.7,<0.10.9.10).
+$(LINES)/%/.installed: | $(VENV_MIN)/.deps-installed
+	rm -rf $(LINES)/$* && mkdir -p $(LINES)
+	@echo '*' > $(LINES)/.gitignore
+	$(PY_MIN) -m pip install -q --no-deps --target $(LINES)/$* "pyspark==$*" \
+	  "py4j>=0.10.9.7,<0.10.9.10"
+	@touch $@
+
+# The wheel users install (README, building the wheel): the one build, tagged manylinux_2_28
+# (glibc 2.28) on x86_64, and auditwheel's reading of the symbols it needs.
+wheel: system-deps $(VENV)/.deps-installed
+	rm -rf dist
+	$(TIMED) $(MATURIN) build --release --quiet --compatibility manylinux_2_28 --out dist
+	$(VENV)/bin/auditwheel show dist/verstore-*.whl
+
 # --- tests ------------------------------------------------------------------------------------
 
 # The criterion bench once per benchmark, untimed (`--test`): it builds, and its checks hold.
-rust-test: system-deps
+rust-test: system-deps $(VENV)/.build-tool
 	$(TIMED) cargo test --release --quiet
 	$(TIMED) VERSTORE_BENCH_KEYS=2000 cargo bench --profile release --bench core --quiet -- --test
 
@@ -127,7 +155,7 @@ BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_B
 
 # The lanes of make test; together, pytest's whole suite once on .venv, the Spark cases marked
 # `connect` again on a local Spark Connect server (tests/spark/conftest.py), the benches as a
-# smoke run, and make test-min.
+# smoke run, make test-min and make test-lines (the helpers on every other PySpark line).
 test-spark-jobs:
 	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(SPARK_JOB_TESTS)
 test-spark:
@@ -159,14 +187,26 @@ PROTOCOL_MATRICES := tests/test_checkpoint_faults.py tests/test_checkpoint_clean
 MIN_SUITE := -m 'not spark' \
   $(addprefix --ignore=,$(SIMULATIONS) $(PROTOCOL_MATRICES)) \
   --deselect=tests/test_columns.py::test_encoding_preserves_pyarrow_order
-# Each public Spark helper once, end to end: as-of join, latest-by-timestamp,
-# transformWithStateInPandas, read_store, the progress metrics.
-MIN_SPARK_TESTS := \
-  tests/spark/test_asof_join.py::test_restaurant_late_order_pays_the_price_valid_at_its_time \
-  tests/spark/test_tables.py::test_vote_tally_ignores_a_late_vote \
+# Each Spark helper once end to end against its oracle, on every PySpark line (the floor's,
+# .venv-min's, and SPARK_LINES'; .venv's newest runs the whole suite): as-of join,
+# latest-by-timestamp, table-table join, GroupHistory (applyInPandasWithState), the stateful
+# processor (transformWithStateInPandas, 4.0+: the older lines check its error instead),
+# read_store and the change feed, map_partitions_with_stores, the progress metrics on Connect,
+# and what differs between lines (tests/spark/test_spark_lines.py). Lines with Spark Connect
+# (4.0+: 3.5's PySpark ships no Connect server) run the tests marked `connect` among them again
+# on Connect. The floor also checks the classic progress metrics (3.5's progress is a dict; 4.0
+# on, the newest's classes).
+LINE_TESTS := \
+  "tests/spark/test_asof_join.py::test_generated_out_of_order_matches_merge_asof_oracle[left-seq-True]" \
+  "tests/spark/test_tables.py::test_latest_by_timestamp_matches_reference[changes-False-3-False]" \
+  "tests/spark/test_tables.py::test_versioned_table_join_matches_reference[outer-as_of-True]" \
+  tests/spark/test_stateful.py::test_group_history_asof_join_matches_merge_asof \
   "tests/spark/test_stateful.py::test_processor_asof_join_matches_merge_asof[False]" \
   tests/spark/test_read_store.py::test_the_newest_state_is_each_keys_latest_version \
-  tests/spark/test_metrics.py::test_each_batch_reports_its_store_metrics
+  tests/spark/test_read_store.py::test_history_is_every_version_with_its_validity \
+  tests/spark/test_read_store.py::test_the_change_feed_replays_into_each_versions_state \
+  tests/spark/test_connect.py::test_metrics_are_in_the_progress_and_partition_metrics_says_where \
+  tests/spark/test_spark_lines.py
 
 test-min: develop java-check
 	$(MAKE) --no-print-directory test-min-run
@@ -174,7 +214,17 @@ test-min-run: $(VENV_MIN)/.deps-installed
 	$(PY_MIN) -c 'import pandas, pyarrow, pyspark, verstore; print("lowest versions: pyarrow", \
 	  pyarrow.__version__, "pyspark", pyspark.__version__, "pandas", pandas.__version__)'
 	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SUITE)
-	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(MIN_SPARK_TESTS)
+	$(TIMED) $(PY_MIN) -m pytest -q $(PYTEST_FLAGS) $(LINE_TESTS) \
+	  tests/spark/test_metrics.py::test_each_batch_reports_its_store_metrics
+
+# One PySpark line of SPARK_LINES: its tests on a classic session, then on Spark Connect.
+LINE_PY = PYTHONPATH=$(abspath $(LINES)/$*) $(PY_MIN)
+test-lines: develop java-check
+	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) --output-sync=target $(LINE_LANES)
+$(LINE_LANES): test-line-%: $(LINES)/%/.installed
+	$(LINE_PY) -c 'import pyspark; assert pyspark.__version__ == "$*", pyspark.__file__'
+	$(TIMED) $(LINE_PY) -m pytest -q $(PYTEST_FLAGS) $(LINE_TESTS)
+	$(TIMED) VERSTORE_SPARK_CONNECT=1 $(LINE_PY) -m pytest -q $(PYTEST_FLAGS) -m connect $(LINE_TESTS)
 
 # Every suite, then BENCHMARKS.md's results and plots from their JSON (scripts/bench_report.py).
 # The criterion bench runs in the release profile: the bench profile would build RocksDB again.
@@ -195,4 +245,4 @@ lint: develop
 	$(PY) -m mypy.stubtest verstore._core --mypy-config-file pyproject.toml
 
 clean:
-	rm -rf $(VENV) $(VENV_MIN) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(VENV_MIN) $(LINES) .pytest_cache .hypothesis .benchmarks

@@ -305,13 +305,13 @@ class Target:
 
     def write(self, path: str, data: bytes) -> None:
         """Writes (or overwrites: tests damage files) ``path``."""
-        fs = self.location.filesystem
-        fs.create_dir(posixpath.dirname(path), recursive=True)
-        with fs.open_output_stream(path) as out:
-            out.write(data)
+        self.location.delete(path)
+        self.location.create_new(path, data)
 
     def remove(self, path: str) -> None:
-        self.location.filesystem.delete_file(path)
+        if not self.location.info([path])[0].type == pafs.FileType.File:
+            raise FileNotFoundError(path)
+        self.location.delete(path)
 
     def exists(self, path: str) -> bool:
         return self.location.exists(path)
@@ -321,14 +321,8 @@ class Target:
 
     def tree(self) -> dict[str, int]:
         """Every file under the location: relative path -> size."""
-        fs = self.location.filesystem
         root = self.location.root.rstrip("/")
-        selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
-        return {
-            info.path[len(root) + 1 :]: info.size
-            for info in fs.get_file_info(selector)
-            if info.type == pafs.FileType.File
-        }
+        return {info.path[len(root) + 1 :]: info.size for info in self.location.walk(root)}
 
     def cli_args(self) -> list[str]:
         """The URI and ``--storage-option`` flags for the CLI (string options only: the CLI
@@ -392,15 +386,17 @@ def commit_batches(
 
 def assert_no_orphans(target: Target, partition: int = 0) -> None:
     """Right after a cleanup with ``orphan_grace_s=0``: every uploaded file is referenced by a
-    manifest of the partition, and no temporary file is left."""
+    manifest or a claim of the partition (a snapshot that died before its manifest keeps its
+    files while its version is kept), and no temporary file or retirement is left."""
     files = target.files(partition)
     listing = files.listing()
     referenced = set()
-    for ref, snapshot in listing.snapshots.items():
+    for ref, snapshot in [*listing.snapshots.items(), *listing.claims.items()]:
         manifest = decode_manifest(target.read(snapshot.path), snapshot.path, ref)
         referenced |= {posixpath.basename(f.durable) for f in manifest.files}
     assert target.names(files.sst_dir) == referenced
     assert not listing.temporaries
+    assert not listing.retirements
 
 
 # --- forged files -------------------------------------------------------------------------------

@@ -20,9 +20,11 @@ stores over to other processes that ask. ``settle`` settles every kept store of 
 ``open`` and ``commit`` carry the faults to inject while they run:
 
 * ``raise_at``: step -> message, an ``OSError`` raised at that step;
-* ``stream``: ``[nth, after]``, the nth output stream the command opens on the checkpoint
-  filesystem fails after ``after`` bytes (a connection lost mid-upload; the stream is closed as
-  the ``with`` block closes it, so what was written may complete as an object);
+* ``stream``: ``[nth, after]``, the nth write the command makes to the checkpoint fails after
+  ``after`` bytes (a connection lost mid-upload: nothing is published), or, for a write no
+  longer than that, after it landed whole (its answer lost);
+* ``conflict``: ``nth``, on object storage the nth conditional create's answer is lost and the
+  client's retry finds the name taken, by this very write;
 * ``io_after``: ``verstore._core._fail_storage_writes(io_after)`` for the command's duration.
 
 A failed attempt's exception is kept for the life of the process: nothing guarantees that a
@@ -34,18 +36,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import IO, Any
 
-import pyarrow.fs as pafs
 import verstore
 import verstore._core as core
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults, layout
 from verstore.checkpoint.keeper import Keeper
 from verstore.location import Location
+from verstore.storage import ObjectStorage, Storage
 
 _plan: dict[str, Any] = {}
 _leaked: list[Any] = []
@@ -82,75 +83,105 @@ def progress(phase: str, done: int, total: int) -> None:
     hook(phase)
 
 
-class FailingStream:
-    """An output stream that fails once ``after`` bytes were written through it."""
+class CutSource:
+    """A local file being uploaded that fails once ``after`` bytes were read from it (a
+    connection lost mid-upload: object storage aborts the upload, a local write removes its
+    temporary file)."""
 
     def __init__(self, inner: Any, after: int) -> None:
         self._inner = inner
         self._room = after
 
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        if len(view) > self._room:
-            if self._room:
-                self._inner.write(view[: self._room])
+    def read(self, size: int = -1) -> bytes:
+        data = self._inner.read(size)
+        if len(data) > self._room:
             self._room = 0
             raise OSError("simulated: connection lost mid-upload")
-        self._room -= len(view)
-        return int(self._inner.write(view))
-
-    def __enter__(self) -> FailingStream:
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._inner.__exit__(*exc)
+        self._room -= len(data)
+        return bytes(data)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
-def _open_output_stream(fs: Any, base: Any, path: str, *args: Any, **kwargs: Any) -> Any:
-    stream = base.open_output_stream(fs, path, *args, **kwargs)
+def _armed() -> int | None:
+    """The bytes after which this write fails, if the plan picks it (its nth write)."""
     plan = _plan.get("stream")
-    if plan is not None:
-        plan[0] -= 1
-        if plan[0] == 0:
-            return FailingStream(stream, plan[1])
-    return stream
+    if plan is None:
+        return None
+    plan[0] -= 1
+    return int(plan[1]) if plan[0] == 0 else None
 
 
-class FlakyS3(pafs.S3FileSystem):
-    def open_output_stream(self, path: str, *args: Any, **kwargs: Any) -> Any:
-        return _open_output_stream(self, pafs.S3FileSystem, path, *args, **kwargs)
+def _conflicted() -> bool:
+    """Whether the plan makes this conditional create meet its name taken (its nth)."""
+    plan = _plan.get("conflict")
+    if plan is None:
+        return False
+    plan[0] -= 1
+    return bool(plan[0] == 0)
 
 
-class FlakyLocal(pafs.LocalFileSystem):
-    def open_output_stream(self, path: str, *args: Any, **kwargs: Any) -> Any:
-        return _open_output_stream(self, pafs.LocalFileSystem, path, *args, **kwargs)
+class FlakyStorage(Storage):
+    """The checkpoint's storage, whose writes the plan makes fail: the nth write fails after
+    some bytes (a small file given whole is then not sent at all, or sent whole and its answer
+    lost), and on object storage the nth conditional create's answer is lost, so that the
+    client's retry finds the name taken (by this very write)."""
 
+    def __init__(self, inner: Storage) -> None:
+        self.inner = inner
+        self.name, self.conditional_create = inner.name, inner.conditional_create
+        if isinstance(inner, ObjectStorage):
+            put = inner._put_create
 
-_copy_files = pafs.copy_files
+            def put_create(key: str, data: bytes) -> None:
+                put(key, data)
+                if _conflicted():
+                    raise FileExistsError(key)  # the retry of a create whose answer was lost
 
+            inner._put_create = put_create  # type: ignore[method-assign]
 
-def copy_files(source: str, destination: str, **kwargs: Any) -> None:
-    """Uploads of local files through the flaky filesystem's Python streams (pyarrow's C++
-    copy would not pass them); everything else as pyarrow does it."""
-    fs = kwargs.get("destination_filesystem")
-    if isinstance(fs, FlakyS3 | FlakyLocal) and kwargs.get("source_filesystem") is None:
-        with open(source, "rb") as src, fs.open_output_stream(destination) as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-        return
-    _copy_files(source, destination, **kwargs)
+    def create(self, path: str, data: bytes) -> None:
+        after = _armed()
+        if after is not None and after < len(data):
+            raise OSError("simulated: connection lost mid-upload")
+        self.inner.create(path, data)
+        if after is not None:
+            raise OSError("simulated: connection lost after the upload, before its answer")
+
+    def put_file(self, path: str, source: IO[bytes]) -> None:
+        after = _armed()
+        if after is None:
+            self.inner.put_file(path, source)
+            return
+        self.inner.put_file(path, CutSource(source, after))  # type: ignore[arg-type]
+        raise OSError("simulated: connection lost after the upload, before its answer")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def info(self, paths: list[str]) -> Any:
+        return self.inner.info(paths)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def list(self, path: str) -> Any:
+        return self.inner.list(path)
+
+    def walk(self, path: str) -> Any:
+        return self.inner.walk(path)
+
+    def chunks(self, path: str) -> Any:
+        return self.inner.chunks(path)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)
 
 
 def location(uri: str, storage_options: dict[str, Any] | None) -> Location:
     loc = Location.resolve(uri, storage_options)
-    flaky = (
-        FlakyS3(**(storage_options or {}))
-        if isinstance(loc.filesystem, pafs.S3FileSystem)
-        else FlakyLocal()
-    )
-    return dataclasses.replace(loc, filesystem=flaky)
+    return dataclasses.replace(loc, storage=FlakyStorage(loc.storage))
 
 
 def record(rec: Any) -> Any:
@@ -176,6 +207,8 @@ def arm(command: dict[str, Any]) -> None:
     _plan["raise_at"] = plan.get("raise_at") or {}
     if plan.get("stream") is not None:
         _plan["stream"] = list(plan["stream"])
+    if plan.get("conflict") is not None:
+        _plan["conflict"] = [plan["conflict"]]
     io_after = plan.get("io_after")
     if io_after is not None:
         core._fail_storage_writes(io_after)  # type: ignore[attr-defined]
@@ -262,7 +295,6 @@ def _maintain(settle: bool) -> None:
 
 
 def main() -> None:
-    pafs.copy_files = copy_files
     faults.set_hook(hook)
     while True:
         command = receive()

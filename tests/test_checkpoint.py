@@ -665,7 +665,7 @@ def test_manifest_round_trip_and_checksum() -> None:
 def test_location_resolves_paths_and_uris(tmp_path: Path) -> None:
     local = Location.resolve(str(tmp_path / "x"))
     assert local.root == str(tmp_path / "x")
-    assert not local.atomic_put
+    assert local.storage.conditional_create
     assert local.describe(local.path("a")) == str(tmp_path / "x" / "a")
     file_uri = Location.resolve(f"file://{tmp_path}/y/")
     assert file_uri.root == f"{tmp_path}/y"
@@ -673,10 +673,12 @@ def test_location_resolves_paths_and_uris(tmp_path: Path) -> None:
         Location.resolve("ftp://host/path")
 
 
-def test_write_new_writes_whole_files_and_leaves_no_temporaries(target: Target) -> None:
+def test_create_new_writes_whole_files_once_and_leaves_no_temporaries(target: Target) -> None:
     loc = target.location
     path = loc.path("dir", "file.bin")
-    loc.write_new(path, b"first")
+    loc.create_new(path, b"first")
+    with pytest.raises(FileExistsError):
+        loc.create_new(path, b"second")
     assert loc.read_bytes(path) == b"first"
     assert loc.read_head(path, 3) == b"fir"
     with pytest.raises(ValueError, match="larger than 4 bytes"):
@@ -688,7 +690,6 @@ def test_write_new_writes_whole_files_and_leaves_no_temporaries(target: Target) 
     assert not loc.exists(path)
     assert list(loc.list(loc.path("nothing-here"))) == []
     if target.kind == "s3":
-        assert loc.atomic_put
         assert loc.describe(path) == f"s3://{path}"
 
 

@@ -311,14 +311,15 @@ def test_a_damaged_manifest_protects_nothing_and_cleanup_cleans_the_rest(
 ) -> None:
     """Snapshot 6 would be the base of the retained versions 6..8; its manifest is damaged, so
     the chain is kept down to snapshot 4, and everything else goes: changelogs 1..3, snapshot
-    2, the orphan and every upload that only the damaged manifest references."""
+    2 and its claim, the orphan and every upload that only the damaged manifest references
+    (its claim, a snapshot's body before its manifest, does not stand in for it)."""
     ref, orphan = _with_a_second_base(target)
     files = target.files()
     keep = _referenced(target, 4, 8)
     uploads = {i.path for i in files.uploaded_files()}
     graph = target.graph()
     old = [c.path for r, c in graph.commits.items() if r.version < 4]
-    old.append(target.snapshot(2))
+    old += [target.snapshot(2), files.claim(target.winning(2))]
     target.write(target.snapshot(6), b"{damaged")
     deleted = cleanup(files, SMALL)
     assert sorted(deleted) == sorted([*old, *(uploads - keep)])
@@ -346,7 +347,7 @@ def test_an_unreadable_manifest_stops_only_the_deletion_of_uploads(target: Targe
     is deleted, not even the orphan; old changelogs and snapshots still go."""
     ref, orphan = _with_a_second_base(target)
     loc = target.location
-    broken = _Unreadable(loc.filesystem, loc.root, loc.uri, broken=target.snapshot(6))
+    broken = _Unreadable(loc.storage, loc.root, loc.uri, broken=target.snapshot(6))
     files = LineageFiles(broken, STORE, LINEAGE).partition(0)
     uploads = {i.path for i in files.uploaded_files()}
     deleted = cleanup(files, SMALL)
@@ -354,7 +355,7 @@ def test_an_unreadable_manifest_stops_only_the_deletion_of_uploads(target: Targe
     assert {i.path for i in files.uploaded_files()} == uploads
     assert orphan in uploads
     assert not set(deleted) & uploads
-    assert len(deleted) == 4  # changelogs 1..3, snapshot 2
+    assert len(deleted) == 5  # changelogs 1..3, snapshot 2 and its claim
     for version in range(6, 9):
         assert_version_matches(target, ref, version)
     # Readable again, the next cleanup deletes what no kept manifest references.

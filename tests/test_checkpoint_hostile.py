@@ -421,6 +421,45 @@ def test_cleanup_never_deletes_what_a_forged_manifest_names(case: Case) -> None:
     assert set(case.checkpoint()) <= set(before)
 
 
+HOSTILE_RETIREMENTS = {
+    "not JSON": b"{oops",
+    "not an object": b"[]",
+    "another field": json.dumps({"format_version": 2, "files": [], "also": 1}).encode(),
+    "a path outside SSTs": json.dumps({"format_version": 2, "files": ["../../x.sst"]}).encode(),
+    "another format": json.dumps({"format_version": 9, "files": []}).encode(),
+}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_RETIREMENTS)
+def test_a_hostile_retirement_is_refused_naming_it_and_deletes_nothing(
+    case: Case, hostile: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A forged ``_retiring-*.json``: ``verify`` names it; a snapshot, which must read every
+    retirement before its manifest, fails naming it (its commit stands); cleanup leaves it and
+    deletes nothing it names; every version still opens."""
+    path = case.target.path(f"_retiring-{A}.json")
+    case.target.write(path, HOSTILE_RETIREMENTS[hostile])
+    outside = case.outside()
+    verify_out, _, verify_code = _cli(["verify", case.root])
+    assert verify_code == 1
+    assert any(line.startswith("PROBLEM ") and path in line for line in verify_out.splitlines())
+    local = case.target.new_local_dir()
+    with caplog.at_level(logging.WARNING, logger="verstore.checkpoint"):
+        for version in (4, 5):
+            part = PartitionStore.open(
+                case.root, "orders", 0, version, local, history_retention_ms=RETENTION_MS,
+                segment_interval_ms=SEGMENT_MS, options=OPTIONS,
+            )  # fmt: skip
+            part.commit()
+    assert part.commit_stats is not None and part.commit_stats.deferred == ["the snapshot"]
+    assert path in caplog.text
+    assert case.target.graph().snapshots.keys() == {case.target.winning(3)}
+    cleanup(case.target.files(), OPTIONS)
+    assert case.target.exists(path) and case.outside() == outside
+    for version in (3, 4, 5, 6):
+        case.open(version, read_only=True).abort()
+
+
 # --- odd names in the partition directory -------------------------------------------------------
 
 
@@ -446,6 +485,8 @@ ODD_NAMES = {
     "signed version": f"+5-{A}-4-{B}.changelog",
     "snapshot of version 0": f"0-{A}.snapshot",
     "snapshot beyond i64": f"9223372036854775808-{A}.snapshot",
+    "claim of version 0": f"0-{A}.claim",
+    "claim with an uppercase attempt": f"3-{A.upper()}.claim",
     "empty stem": ".changelog",
 }
 

@@ -15,6 +15,8 @@ over the count in force. The invariants, checked after every step:
   partitioning;
 * the change feed holds exactly the committed writes of every micro-batch, across repartitions;
 * a repartition that crashed before its publish changed nothing; after it, everything moved;
+* of two repartitions that publish at once (a conflict on the record's conditional create),
+  exactly one wins and the other says so;
 * the next micro-batch can always be opened with the count in force; a stale attempt, or an
   attempt with the old count, is refused, never the query.
 
@@ -244,15 +246,27 @@ class Simulation(RuleBasedStateMachine):
         part.abort()
 
     @rule(
-        count=st.integers(1, 5), crash=st.sampled_from([None, None, None, None, *REPARTITION_STEPS])
+        count=st.integers(1, 5),
+        crash=st.sampled_from([None, None, None, None, *REPARTITION_STEPS]),
+        rival=st.sampled_from([None, None, None, 1, 2, 3, 4, 5]),
     )
-    def repartition(self, count: int, crash: str | None) -> None:
-        """The query stops; its store moves to ``count`` partitions (or a crash stops that)."""
+    def repartition(self, count: int, crash: str | None, rival: int | None) -> None:
+        """The query stops; its store moves to ``count`` partitions (or a crash stops that).
+        With a ``rival``, another repartition (to that count) runs whole and publishes just
+        before this one publishes, after this one checked that none had: a conflict on the
+        record's conditional create, which exactly one of them wins."""
         if self.batch == 0:
             return
         before, older = self.read(self.batch), self.read(self.batch - 1)
+        rival_moved: list[bool] = []
 
         def hook(step: str) -> None:
+            if step == "repartition_before_publish" and rival is not None and not rival_moved:
+                faults.set_hook(None)
+                try:
+                    rival_moved.append(self.move(rival))
+                finally:
+                    faults.set_hook(hook)
             if step == crash:
                 raise SimulatedCrash(step)
 
@@ -261,12 +275,19 @@ class Simulation(RuleBasedStateMachine):
             moved = self.move(count)
         except SimulatedCrash:
             moved = crash == "repartition_published"
+        except IncompatibleConfigError as e:
+            assert rival_moved == [True], f"a repartition failed with no rival: {e}"
+            assert "another repartition published partitioning" in str(e)
+            event("a concurrent repartition won the publish")
+            moved = False
         finally:
             faults.set_hook(None)
-        if moved and count != self.partitions:
-            event("repartitioned")
-            self.seen[self.batch - 1] = older
-            self.partitions = count
+        assert not (moved and rival_moved == [True]), "two repartitions both published"
+        for won, to in ((moved, count), (rival_moved == [True], rival)):
+            if won and to is not None and to != self.partitions:
+                event("repartitioned")
+                self.seen[self.batch - 1] = older
+                self.partitions = to
         assert self.read(self.batch) == before
 
     def move(self, count: int) -> bool:

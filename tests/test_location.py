@@ -1,167 +1,288 @@
-"""Checkpoint files are never seen half-written, on every filesystem (docs/checkpoint.md, "Durable
-layout"; issue 8 point 7). Durable files are written once under unique names; what differs is
-how a writer keeps readers from seeing a file while it is written: one PUT on S3 and GCS, a
-temporary name and a rename elsewhere (local disks, HDFS, and Azure, whose writer creates the
-blob empty before committing its blocks)."""
+"""Checkpoint files are created once and never seen half-written, on every storage
+(docs/checkpoint.md, "Durable layout"): a conditional create for a small file (one PUT with
+``If-None-Match: *`` on S3, a hard link of a synced temporary file on a local disk), a
+multipart upload aborted on failure for a streamed one; of two writers of one name, exactly
+one succeeds, even when they race from two processes."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
+import subprocess
+import sys
+import time
+import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
-from verstore.location import TMP_MARK, Location
+from verstore.location import Location
+from verstore.storage import PART_SIZE, TMP_MARK, HadoopStorage, ObjectStorage
 
 pytest_plugins = ["checkpoint_helpers"]
 
-
-class Recording(pafs.FileSystemHandler):
-    """A local filesystem that records which paths are opened for writing and moved."""
-
-    def __init__(self, fail_moves: bool = False) -> None:
-        self.local = pafs.LocalFileSystem()
-        self.calls: list[tuple[str, str]] = []
-        self.fail_moves = fail_moves
-
-    def get_type_name(self) -> str:
-        return "recording"
-
-    def equals(self, other: Any) -> bool:
-        return self is other
-
-    def get_file_info(self, paths: Any) -> Any:
-        return self.local.get_file_info(paths)
-
-    def get_file_info_selector(self, selector: Any) -> Any:
-        return self.local.get_file_info(selector)
-
-    def create_dir(self, path: str, recursive: bool) -> None:
-        self.local.create_dir(path, recursive=recursive)
-
-    def delete_dir(self, path: str) -> None:
-        self.local.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self.local.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self) -> None:
-        raise OSError("not here")
-
-    def delete_file(self, path: str) -> None:
-        self.calls.append(("delete", path))
-        self.local.delete_file(path)
-
-    def move(self, src: str, dest: str) -> None:
-        self.calls.append(("move", f"{src} -> {dest}"))
-        if self.fail_moves:
-            raise OSError("this filesystem cannot rename")
-        self.local.move(src, dest)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self.local.copy_file(src, dest)
-
-    def open_input_stream(self, path: str) -> Any:
-        return self.local.open_input_stream(path)
-
-    def open_input_file(self, path: str) -> Any:
-        return self.local.open_input_file(path)
-
-    def open_output_stream(self, path: str, metadata: Any) -> Any:
-        self.calls.append(("write", path))
-        return self.local.open_output_stream(path)
-
-    def open_append_stream(self, path: str, metadata: Any) -> Any:
-        raise OSError("no appends")
-
-    def normalize_path(self, path: str) -> str:
-        return path
+#: Rounds of the two-process race per storage.
+RACE_ROUNDS = 40
 
 
-def test_a_non_atomic_filesystem_writes_a_temporary_name_then_renames(tmp_path: Path) -> None:
-    handler = Recording()
-    loc = Location(pafs.PyFileSystem(handler), str(tmp_path))
-    assert not loc.atomic_put
+def _object_keys(options: dict[str, Any], query: str) -> str:
+    """The S3 API's answer to ``GET /bucket?<query>`` (unsigned: moto does not check)."""
+    url = f"http://{options['endpoint_override']}/bucket?{query}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return str(answer.read().decode())
+
+
+def _keys(options: dict[str, Any], prefix: str) -> list[str]:
+    found = _object_keys(options, f"list-type=2&prefix={prefix}")
+    return sorted(re.findall(r"<Key>([^<]*)</Key>", found))
+
+
+def test_a_local_create_links_a_synced_temporary_and_never_replaces(tmp_path: Path) -> None:
+    loc = Location.resolve(str(tmp_path))
     target = loc.path("s", "q=a", "p=0", "1-" + "1" * 32 + "-0-" + "0" * 32 + ".changelog")
-    loc.write_new(target, b"changelog bytes")
-    (write, move) = handler.calls
-    assert write[0] == "write" and Path(write[1]).name.startswith(TMP_MARK)
-    assert Path(write[1]).parent == Path(target).parent  # same directory: a rename, not a copy
-    assert move == ("move", f"{write[1]} -> {target}")
+    loc.create_new(target, b"changelog bytes")
+    with pytest.raises(FileExistsError):
+        loc.create_new(target, b"other bytes")
     assert loc.read_bytes(target) == b"changelog bytes"
     assert [p.name for p in Path(target).parent.iterdir()] == [Path(target).name]
+    assert os.stat(target).st_nlink == 1  # the temporary link is gone
 
 
-def test_a_filesystem_that_cannot_rename_fails_clearly_and_leaves_nothing(tmp_path: Path) -> None:
-    handler = Recording(fail_moves=True)
-    loc = Location(pafs.PyFileSystem(handler), str(tmp_path))
-    target = loc.path("dir", "file")
-    with pytest.raises(OSError, match="hierarchical namespace"):
-        loc.write_new(target, b"x")
-    assert not any((tmp_path / "dir").iterdir())  # the temporary file is removed
+def test_a_local_upload_cut_half_way_leaves_nothing(tmp_path: Path) -> None:
+    loc = Location.resolve(str(tmp_path / "root"))
+    source = tmp_path / "big"
+    source.write_bytes(os.urandom(3 << 20))
+    target = loc.path("p=0", "SSTs", "x.sst")
+    with open(source, "rb") as whole, pytest.raises(OSError, match="reset"):
+        loc.storage.put_file(target, _Cut(whole, 1 << 20))
+    assert not loc.exists(target)
+    assert not any(p.name.startswith(TMP_MARK) for p in Path(target).parent.iterdir())
 
 
-def test_which_filesystems_upload_atomically(tmp_path: Path) -> None:
-    """S3 and GCS make an upload visible whole; Azure and local disks need the rename."""
-    assert Location(pafs.S3FileSystem(anonymous=True), "bucket").atomic_put
-    assert not Location(pafs.AzureFileSystem(account_name="account"), "container").atomic_put
-    assert not Location.resolve(str(tmp_path)).atomic_put
-    if hasattr(pafs, "GcsFileSystem"):
-        assert Location(pafs.GcsFileSystem(anonymous=True), "bucket").atomic_put
+class _Cut:
+    """A file that fails to be read past ``room`` bytes (a connection reset mid-upload)."""
+
+    def __init__(self, inner: Any, room: int) -> None:
+        self._inner, self._room = inner, room
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._inner.read(size)
+        if len(data) > self._room:
+            raise OSError("injected: connection reset")
+        self._room -= len(data)
+        return bytes(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
-def _object_keys(s3_server: dict[str, Any], prefix: str) -> list[str]:
-    """Every key under ``prefix`` as the S3 API lists it (unsigned: moto does not check)."""
-    url = f"http://{s3_server['endpoint_override']}/bucket?list-type=2&prefix={prefix}"
-    with urllib.request.urlopen(url, timeout=30) as answer:
-        return sorted(re.findall(r"<Key>([^<]*)</Key>", answer.read().decode()))
-
-
-def test_object_storage_writes_no_directory_markers(s3_server: dict[str, Any]) -> None:
-    """A directory on S3 is a key prefix: a write creates its file, not an empty ``dir/`` object
-    per level (a bucket check and one request each, before every file), and leaves no temporary
-    copy, while reads and listings still see the directories."""
+def test_object_storage_creates_once_without_markers_or_temporaries(
+    s3_server: dict[str, Any], tmp_path: Path
+) -> None:
+    """A directory on S3 is a key prefix: a write creates its file and nothing else (no marker,
+    no temporary copy); a small file is one conditional PUT, refused on a taken name; a large
+    one is a multipart upload, whole once complete."""
     prefix = uuid.uuid4().hex
     loc = Location.resolve(f"s3://bucket/{prefix}", s3_server)
     changelog = loc.path("s", "q=a", "p=0", "1.changelog")
-    loc.write_new(changelog, b"changelog bytes")
+    loc.create_new(changelog, b"changelog bytes")
+    with pytest.raises(FileExistsError):
+        loc.create_new(changelog, b"another writer's bytes")
+    big = tmp_path / "big.sst"
+    big.write_bytes(os.urandom(PART_SIZE * 2 + 123))
     sst = loc.path("s", "q=a", "p=0", "SSTs", "1-abc.sst")
-    local = Path(__file__)
-    loc.upload(str(local), sst)
-    keys = _object_keys(s3_server, prefix)
-    files = [k for k in keys if not k.endswith("/")]
-    assert files == [f"{prefix}/s/q=a/p=0/1.changelog", f"{prefix}/s/q=a/p=0/SSTs/1-abc.sst"]
-    # At most the marker of the file's own directory: pyarrow puts one back when the temporary
-    # copy beside the file is deleted, once per directory.
-    assert set(keys) - set(files) <= {f"{prefix}/s/q=a/p=0/"}
+    loc.upload(str(big), sst)
+    assert _keys(s3_server, prefix) == [
+        f"{prefix}/s/q=a/p=0/1.changelog",
+        f"{prefix}/s/q=a/p=0/SSTs/1-abc.sst",
+    ]
     assert loc.read_bytes(changelog) == b"changelog bytes"
-    assert loc.read_bytes(sst) == local.read_bytes()
+    assert loc.read_bytes(sst) == big.read_bytes()
+    assert loc.read_head(sst, 10) == big.read_bytes()[:10]
     assert sorted(i.base_name for i in loc.list(loc.path("s", "q=a", "p=0"))) == [
         "1.changelog",
         "SSTs",
     ]
     assert loc.exists(loc.path("s", "q=a")) and not loc.exists(loc.path("s", "q=b"))
+    (info,) = loc.info([sst])
+    assert info.size == big.stat().st_size and info.mtime is not None
 
 
-def test_s3_uploads_open_lazily_unless_told_otherwise() -> None:
-    """A small file is one PutObject, not a multipart upload's three requests, where pyarrow
-    offers it (21 and later; an older one still resolves, without); the user's choice stands."""
-    base = {"anonymous": True, "region": "us-east-1"}
-    chosen = Location.resolve("s3://bucket/x", base).filesystem.__reduce__()[1][0]
-    if not _has_delayed_open():
-        assert "allow_delayed_open" not in chosen
-        return
-    assert chosen["allow_delayed_open"] is True
-    own = Location.resolve("s3://bucket/x", {**base, "allow_delayed_open": False})
-    assert own.filesystem.__reduce__()[1][0]["allow_delayed_open"] is False
+def test_an_object_upload_cut_half_way_is_aborted(
+    s3_server: dict[str, Any], tmp_path: Path
+) -> None:
+    """A multipart upload whose source fails half way publishes nothing and leaves no upload
+    pending (it was aborted)."""
+    prefix = uuid.uuid4().hex
+    loc = Location.resolve(f"s3://bucket/{prefix}", s3_server)
+    big = tmp_path / "big.sst"
+    big.write_bytes(os.urandom(PART_SIZE * 3))
+    with open(big, "rb") as whole, pytest.raises(OSError, match="reset"):
+        loc.storage.put_file(loc.path("x.sst"), _Cut(whole, PART_SIZE * 2))
+    assert _keys(s3_server, prefix) == []
+    assert prefix not in _object_keys(s3_server, "uploads")
 
 
-def _has_delayed_open() -> bool:
+def test_a_create_whose_answer_was_lost_is_its_own(s3_server: dict[str, Any]) -> None:
+    """The client retries a create whose answer was lost and finds the name taken: by the same
+    bytes it is this writer's own create; by other bytes, another writer's."""
+    loc = Location.resolve(f"s3://bucket/{uuid.uuid4().hex}", s3_server)
+    storage = loc.storage
+    assert isinstance(storage, ObjectStorage)
+    path = loc.path("_partitioning-1.json")
+    put = storage._put_create
+
+    def lost_answer(key: str, data: bytes) -> None:
+        put(key, data)
+        raise FileExistsError(key)  # what the retried request meets
+
+    storage._put_create = lost_answer  # type: ignore[method-assign]
+    loc.create_new(path, b"mine")
+    with pytest.raises(FileExistsError):
+        loc.create_new(path, b"someone else's")
+    assert loc.read_bytes(path) == b"mine"
+
+
+def test_storage_options_are_mapped_and_unknown_ones_refused() -> None:
+    options = {"region": "eu-west-1", "access_key": "AK", "secret_key": "very-secret"}
+    assert isinstance(Location.resolve("s3://b/p", options).storage, ObjectStorage)
+    with pytest.raises(ValueError, match="'tls_ca_file_pat' is not supported for S3") as e:
+        Location.resolve("s3://b/p", {**options, "tls_ca_file_pat": "very-secret"})
+    assert "very-secret" not in str(e.value)  # an option is named, never its value
+    azure = {"account_name": "a", "account_key": "a2V5", "blob_storage_authority": "127.0.0.1:1"}
+    assert Location.resolve("abfs://container/p", {**azure, "blob_storage_scheme": "http"})
+    with pytest.raises(ValueError, match=r"abfs://container: .*Invalid Access Key"):
+        Location.resolve("abfs://container/p", {**azure, "account_key": "k"})
+    with pytest.raises(ValueError, match="unsupported scheme 'ftp'"):
+        Location.resolve("ftp://host/path")
+
+
+def test_storage_without_conditional_create_is_refused_for_writing(tmp_path: Path) -> None:
+    """HDFS through pyarrow offers no create-if-absent: a store cannot be opened for writing
+    there, and the error says what is missing (a local filesystem stands in for HDFS)."""
+    loc = Location(HadoopStorage(pafs.LocalFileSystem()), str(tmp_path), "hdfs://nn/x")
+    with pytest.raises(ValueError, match=r"hdfs://nn/x: HDFS .* offers no conditional create"):
+        loc.require_conditional_create()
+    from verstore.checkpoint import PartitionStore
+
+    with pytest.raises(ValueError, match="no conditional create"):
+        PartitionStore.open(loc, "s", 0, 0, tmp_path / "local", history_retention_ms=1000)
+    Location.resolve(str(tmp_path)).require_conditional_create()
+
+
+# --- two processes race to create one name ------------------------------------------------------
+
+
+def _racer(uri: str, options: dict[str, Any] | None, me: int, barrier: Any, out: Any) -> None:
+    """Creates each race's name at the same moment as the other racer; reports who won."""
+    loc = Location.resolve(uri, options)
+    for round_ in range(RACE_ROUNDS):
+        path = loc.path(f"race-{round_}.json")
+        barrier.wait()
+        try:
+            loc.create_new(path, f"racer {me}".encode())
+            out.put((round_, me))
+        except FileExistsError:
+            pass
+
+
+def _race(uri: str, options: dict[str, Any] | None) -> None:
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(2), context.Queue()
+    racers = [
+        context.Process(target=_racer, args=(uri, options, me, barrier, out)) for me in (0, 1)
+    ]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=300)
+        assert racer.exitcode == 0
+    won: dict[int, list[int]] = {}
+    while not out.empty():
+        round_, me = out.get()
+        won.setdefault(round_, []).append(me)
+    loc = Location.resolve(uri, options)
+    assert sorted(won) == list(range(RACE_ROUNDS)), "a round without a winner"
+    for round_, winners in won.items():
+        assert len(winners) == 1, f"round {round_}: both racers created the name"
+        assert loc.read_bytes(loc.path(f"race-{round_}.json")) == f"racer {winners[0]}".encode()
+    assert len({w[0] for w in won.values()}) == 2, "one racer always won: no real race"
+
+
+def test_two_processes_racing_to_create_one_name_on_a_local_disk(tmp_path: Path) -> None:
+    _race(str(tmp_path / "root"), None)
+
+
+@pytest.fixture(scope="module")
+def serial_s3_server() -> Iterator[dict[str, Any]]:
+    """A moto S3 server that answers one request at a time. moto checks a condition, then
+    writes: served concurrently, two conditional PUTs could both pass its check, which S3
+    itself never lets happen. One at a time, it answers as S3 does."""
+    port = _port()
+    script = (
+        "import sys\n"
+        "from moto.server import DomainDispatcherApplication, create_backend_app\n"
+        "from werkzeug.serving import make_server\n"
+        "app = DomainDispatcherApplication(create_backend_app)\n"
+        "make_server('127.0.0.1', int(sys.argv[1]), app, threaded=False).serve_forever()\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", script, str(port)])
     try:
-        pafs.S3FileSystem(anonymous=True, allow_delayed_open=True)
-    except TypeError:
-        return False
-    return True
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
+                    break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "no moto server"
+                time.sleep(0.1)
+        options: dict[str, Any] = {
+            "endpoint_override": f"127.0.0.1:{port}",
+            "scheme": "http",
+            "access_key": "testing",
+            "secret_key": "testing",
+            "region": "us-east-1",
+        }
+        pafs.S3FileSystem(**options, allow_bucket_creation=True).create_dir("bucket")
+        yield options
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_two_processes_racing_to_create_one_name_on_s3(serial_s3_server: dict[str, Any]) -> None:
+    _race(f"s3://bucket/{uuid.uuid4().hex}", serial_s3_server)
+
+
+def test_a_storage_error_names_no_secret() -> None:
+    """An Azure SAS token travels in each request's URL: a failed request's error, which may
+    reach a task's error and Spark's logs, carries neither it nor any other option's value."""
+    secret = "sv=2024-11-04&sig=vstest-sas-signature"
+    loc = Location.resolve(
+        "abfs://container/p",
+        {
+            "account_name": "vstestaccount",
+            "sas_token": secret,
+            "blob_storage_authority": f"127.0.0.1:{_port()}",  # nothing listens
+            "blob_storage_scheme": "http",
+        },
+    )
+    with pytest.raises(OSError) as failed:
+        loc.read_bytes(loc.path("x"))
+    assert "vstest-sas-signature" not in str(failed.value)
+    assert "sig=" not in str(failed.value)

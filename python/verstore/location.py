@@ -1,125 +1,104 @@
-"""Checkpoint locations: a local directory or a ``pyarrow.fs`` URI, and atomic file writes.
+"""Checkpoint locations: a local directory or an object-storage URI, and files created once.
 
-A location is a root path on a filesystem. Local paths (and ``file://`` URIs) use
-``pyarrow.fs.LocalFileSystem``; ``s3://``, ``gs://``, ``abfs://`` and ``hdfs://`` URIs use the
-matching ``pyarrow.fs`` filesystem, configured with ``storage_options`` (for S3:
-``endpoint_override``, ``access_key``, ``secret_key``, ``region``, ``scheme``...).
+A location is a root path on a storage (``storage.py``'s :class:`Storage`): a local disk for a
+path or ``file://`` URI; object storage through obstore (the Python binding of the Rust
+``object_store`` crate) for ``s3://``, ``gs://`` and ``abfs://`` URIs, configured with
+``storage_options`` (for S3: ``endpoint_override``, ``access_key``, ``secret_key``,
+``region``, ``scheme``...; the same names as ``pyarrow.fs`` takes); ``hdfs://`` through
+``pyarrow.fs``, for reading only.
 
-Atomicity: verstore never replaces a durable file (every name is written once), but a reader
-must never see a file half-written, and a write that fails must leave nothing under its name.
-Every :meth:`Location.write_new` therefore uploads to a temporary name in the same directory
-first, and publishes only a complete upload in one step:
+**Every durable file is created once, never replaced, and never seen half-written.** A write
+that fails leaves nothing under its name:
 
-* S3 and GCS: a server-side copy to the final name (an object appears whole when the copy
-  completes), then the temporary object is deleted. One upload straight to the final name is
-  not enough: pyarrow's output streams complete the upload at ``close()`` even when the copy
-  into them raised half way (they offer no abort in Python), which would publish a truncated
-  file under a name that can never be rewritten.
-* Local disks, HDFS and Azure: a rename. pyarrow's Azure output stream creates the blob empty
-  before committing its blocks, and HDFS and local files are visible while they are written. On
-  Azure this needs a storage account with a hierarchical namespace (ADLS Gen2), where a rename
-  is atomic; plain blob storage cannot rename and is refused when verstore first writes to it.
-  On a local disk, the file is synced before the rename and its directory after it (and so is
-  every directory the write created), so the rename survives a crash of the machine.
+* :meth:`Location.create_new`, a small file given whole (a record, a manifest, a claim): one
+  conditional create. On object storage one PUT of the whole body that succeeds only if the
+  name is free (S3 ``If-None-Match: *``, GCS generation 0, Azure ``If-None-Match: *``); on a
+  local disk a synced temporary file in the same directory, hard-linked to the name (``link``
+  never replaces) and removed. An existing name is ``FileExistsError``: of two writers of one
+  name exactly one succeeds.
+* :meth:`Location.write_new_from` and :meth:`Location.upload`, a local file streamed (a
+  changelog, a snapshot's file: names no other writer uses): a multipart upload on object
+  storage, visible only once complete and aborted on failure (no copy, so no size limit but
+  the storage's); on a local disk as above.
 
-A write that fails deletes its temporary file; one that dies with its process leaves a
-temporary name, which cleanup removes. :meth:`Location.upload` writes under a unique name that
-nothing references until a snapshot manifest does: it deletes a partial upload when it fails,
-and the manifest is checked against the files it names after it is written.
+Storage without a conditional create (HDFS through ``pyarrow.fs``) is refused when a store is
+opened for writing (:meth:`Location.require_conditional_create`), naming what is missing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import posixpath
-import shutil
-import uuid
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
 
-TMP_MARK = ".tmp-"
+from verstore.storage import (
+    TMP_MARK,
+    HadoopStorage,
+    LocalStorage,
+    Storage,
+    object_storage,
+    sync_dir,
+)
 
 log = logging.getLogger("verstore.checkpoint")
 
 
-def sync_dir(path: str | os.PathLike[str]) -> None:
-    """Makes the entries of the local directory ``path`` durable (a rename or a new file in it
-    survives a crash of the machine only once its directory is synced)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _copy_file_into(local_path: str, out: Any) -> None:
-    with open(local_path, "rb") as source:
-        shutil.copyfileobj(source, out, 1 << 20)
-
-
-def _s3_filesystem(options: dict[str, Any]) -> pafs.S3FileSystem:
-    """An S3 filesystem that, unless told otherwise, opens uploads lazily: a small file is then
-    one PutObject instead of a multipart upload's three requests (create, part, complete).
-    pyarrow before 21 has no such option and keeps the multipart upload."""
-    if "allow_delayed_open" not in options:
-        try:
-            return pafs.S3FileSystem(**options, allow_delayed_open=True)
-        except TypeError:  # an older pyarrow; a bad option raises again below
-            pass
-    return pafs.S3FileSystem(**options)
-
-
 @dataclass(frozen=True)
 class Location:
-    """A root directory on a filesystem."""
+    """A root directory on a storage."""
 
-    filesystem: pafs.FileSystem
+    storage: Storage
     root: str
     uri: str = field(default="")
 
     @staticmethod
     def resolve(uri: str, storage_options: Mapping[str, Any] | None = None) -> Location:
-        """Parses ``uri`` (a local path or a filesystem URI) into a location.
+        """Parses ``uri`` (a local path or a storage URI) into a location.
 
         Args:
-            uri: ``/path``, ``file:///path``, ``s3://bucket/prefix``, ``gs://...``,
-                ``abfs://...`` or ``hdfs://...``.
-            storage_options: Keyword arguments for the filesystem (e.g. S3 credentials and
-                ``endpoint_override``).
+            uri: ``/path``, ``file:///path``, ``s3://bucket/prefix``, ``gs://bucket/prefix``,
+                ``abfs://container/prefix`` or ``hdfs://...``.
+            storage_options: Options of the storage (e.g. S3 credentials and
+                ``endpoint_override``), by ``pyarrow.fs``'s names.
 
         Raises:
-            ValueError: The URI names no supported filesystem.
+            ValueError: The URI names no supported storage, or an option is not supported.
         """
         options = dict(storage_options or {})
         uri = str(uri)
         if "://" not in uri:
-            return Location(pafs.LocalFileSystem(), os.path.abspath(uri), uri)
+            return Location(LocalStorage(), os.path.abspath(uri), uri)
         scheme, _, rest = uri.partition("://")
         rest = rest.rstrip("/")
         if scheme == "file":
-            return Location(pafs.LocalFileSystem(), "/" + rest.lstrip("/"), uri)
-        if scheme in ("s3", "s3a"):
-            return Location(_s3_filesystem(options), rest, uri)
-        if scheme in ("gs", "gcs"):
-            return Location(pafs.GcsFileSystem(**options), rest, uri)
-        if scheme in ("abfs", "abfss", "az"):
-            return Location(pafs.AzureFileSystem(**options), rest, uri)
+            return Location(LocalStorage(), "/" + rest.lstrip("/"), uri)
+        if scheme in ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az"):
+            return Location(object_storage(scheme, rest, options), rest, uri)
         if scheme == "hdfs":
             filesystem, path = pafs.FileSystem.from_uri(uri)
-            return Location(filesystem, path, uri)
+            return Location(HadoopStorage(filesystem), path, uri)
         raise ValueError(f"checkpoint location {uri!r}: unsupported scheme {scheme!r}")
 
-    @property
-    def atomic_put(self) -> bool:
-        """Whether one upload is visible only once complete (S3, GCS)."""
-        atomic = [pafs.S3FileSystem, getattr(pafs, "GcsFileSystem", None)]
-        return isinstance(self.filesystem, tuple(t for t in atomic if t is not None))
+    def require_conditional_create(self) -> None:
+        """Refuses a storage that cannot create a file only if its name is free: two attempts
+        could then both publish one record, and verstore's protocol needs exactly one to.
+
+        Raises:
+            ValueError: Naming the location and what it lacks.
+        """
+        if not self.storage.conditional_create:
+            raise ValueError(
+                f"checkpoint location {self.uri or self.root}: {self.storage.name} offers no "
+                "conditional create (create a file only if its name is free), which verstore "
+                "needs to write checkpoints; use a local disk, S3, GCS or Azure Blob Storage "
+                "(HDFS checkpoints can still be read)"
+            )
 
     def path(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
@@ -133,132 +112,47 @@ class Location:
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         """The whole file; with ``limit``, ``ValueError`` if it is longer than that."""
-        with self.filesystem.open_input_stream(path) as stream:
-            if limit is None:
-                return bytes(stream.read())
-            data = bytes(stream.read(limit + 1))
-        if len(data) > limit:
-            raise ValueError(f"{self.describe(path)} is larger than {limit} bytes")
-        return data
+        out = bytearray()
+        for chunk in self.storage.chunks(path):
+            out += chunk
+            if limit is not None and len(out) > limit:
+                raise ValueError(f"{self.describe(path)} is larger than {limit} bytes")
+        return bytes(out)
 
     def read_head(self, path: str, size: int) -> bytes:
-        with self.filesystem.open_input_file(path) as handle:
-            return bytes(handle.read(size))
-
-    def write_new(self, path: str, data: bytes) -> None:
-        """Writes ``data`` so that ``path`` appears complete or not at all (see the module)."""
-        self._write_new(path, lambda out: out.write(data))
+        """The first ``size`` bytes of the file (fewer if it is shorter)."""
+        out = bytearray()
+        for chunk in self.storage.chunks(path):
+            out += chunk
+            if len(out) >= size:
+                break
+        return bytes(out[:size])
 
     def create_new(self, path: str, data: bytes) -> None:
-        """:meth:`write_new`, failing with ``FileExistsError`` when ``path`` exists: atomically
-        on a local disk (a hard link of the complete file, which never replaces a name);
-        elsewhere by a check before the write, as conditional writes are not offered."""
-        if not self._local:
-            if self.exists(path):
-                raise FileExistsError(self.describe(path))
-            self.write_new(path, data)
-            return
-        parent = posixpath.dirname(path)
-        self._create_dir(parent)
-        tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
-        self._write_or_delete(tmp, lambda out: out.write(data))
-        try:
-            os.link(tmp, path)
-        finally:
-            os.unlink(tmp)
-        sync_dir(parent)
+        """Creates ``path`` holding ``data``, whole or not at all (see the module).
+
+        Raises:
+            FileExistsError: ``path`` exists (another writer created it first).
+        """
+        self.storage.create(path, data)
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """:meth:`create_new`: every durable file is created once."""
+        self.create_new(path, data)
 
     def write_new_from(self, path: str, local_path: str) -> None:
-        """:meth:`write_new` of a local file's contents, streamed (never whole in memory)."""
-        self._write_new(path, lambda out: _copy_file_into(local_path, out))
-
-    def _write_new(self, path: str, write: Callable[[Any], object]) -> None:
-        parent = posixpath.dirname(path)
-        self._create_dir(parent)
-        tmp = posixpath.join(parent, f"{TMP_MARK}{uuid.uuid4().hex}-{posixpath.basename(path)}")
-        self._write_or_delete(tmp, write)
-        if self.atomic_put:
-            self._copy_into_place(tmp, path)
-        else:
-            self._rename_into_place(tmp, path)
-
-    def _write_or_delete(self, path: str, write: Callable[[Any], object]) -> None:
-        """Writes ``path``; if the write fails, deletes what the stream's ``close()`` may have
-        completed, so that a failed write leaves no file behind."""
-        try:
-            with self.filesystem.open_output_stream(path) as out:
-                write(out)
-            if self._local:
-                with open(path, "rb+") as handle:
-                    os.fsync(handle.fileno())
-        except BaseException:
-            try:
-                self.delete(path)
-            except OSError as e:  # the write's own error is the one to report
-                log.warning("cannot remove the failed upload %s: %s", self.describe(path), e)
-            raise
-
-    def _copy_into_place(self, tmp: str, path: str) -> None:
-        try:
-            self.filesystem.copy_file(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                self.delete(tmp)
-            raise
-        try:
-            self.delete(tmp)
-        except OSError as e:  # ``path`` is complete; cleanup removes the leftover later
-            log.warning("cannot remove the temporary file %s: %s", self.describe(tmp), e)
-
-    def _rename_into_place(self, tmp: str, path: str) -> None:
-        try:
-            self.filesystem.move(tmp, path)
-        except OSError as e:
-            self.delete(tmp)
-            if not self._local and not isinstance(self.filesystem, pafs.HadoopFileSystem):
-                raise OSError(
-                    f"{self.describe(path)}: cannot rename a temporary file into place ({e}); "
-                    "on Azure, verstore needs a storage account with a hierarchical namespace"
-                ) from e
-            raise
-        if self._local:
-            sync_dir(posixpath.dirname(path))  # the rename is durable once the entry is
-
-    def _create_dir(self, path: str) -> None:
-        """Creates ``path`` and its missing parents; on a local disk, syncs each new directory's
-        entry into its parent (a durable file in a directory a crash forgot is lost too).
-
-        On S3 and GCS, nothing: a directory there is only a key prefix, and creating one writes an
-        empty marker object per level after a bucket check, six requests before every file a
-        commit writes, which reads and listings do not need."""
-        if self.atomic_put:
-            return
-        if not self._local:
-            self.filesystem.create_dir(path, recursive=True)
-            return
-        missing = []
-        while not os.path.isdir(path) and posixpath.dirname(path) != path:
-            missing.append(path)
-            path = posixpath.dirname(path)
-        for directory in reversed(missing):
-            os.makedirs(directory, exist_ok=True)
-            sync_dir(posixpath.dirname(directory))
-
-    @property
-    def _local(self) -> bool:
-        return isinstance(self.filesystem, pafs.LocalFileSystem)
+        """Creates ``path`` with a local file's contents, streamed (never whole in memory)."""
+        with open(local_path, "rb") as source:
+            self.storage.put_file(path, source)
 
     def upload(self, local_path: str, path: str) -> None:
-        """Copies a local file to ``path``, a unique name (no atomic rename needed: nothing
-        references it until a snapshot manifest does). A failed upload leaves no file."""
-        parent = posixpath.dirname(path)
-        self._create_dir(parent)
-        self._write_or_delete(path, lambda out: _copy_file_into(local_path, out))
-        if self._local:
-            sync_dir(parent)
+        """Copies a local file to ``path``, a unique name; a failed upload leaves no file."""
+        self.write_new_from(path, local_path)
 
     def download(self, path: str, local_path: str) -> None:
-        pafs.copy_files(path, local_path, source_filesystem=self.filesystem)
+        with open(local_path, "wb") as out:
+            for chunk in self.storage.chunks(path):
+                out.write(chunk)
 
     def fetch(self, path: str, local_path: str, limit: int) -> tuple[int, int]:
         """Copies the file ``path`` to a new local file, reading at most ``limit + 1`` bytes;
@@ -270,26 +164,35 @@ class Location:
             OSError: ``path`` cannot be read (a storage error, or it is a directory).
         """
         size = crc = 0
-        with self.filesystem.open_input_stream(path) as source, open(local_path, "xb") as out:
-            while size <= limit:
-                chunk = source.read(min(1 << 20, limit + 1 - size))
-                if not chunk:
-                    break
+        with open(local_path, "xb") as out:
+            for chunk in self.storage.chunks(path):
+                chunk = chunk[: limit + 1 - size]
                 out.write(chunk)
                 size += len(chunk)
                 crc = zlib.crc32(chunk, crc)
+                if size > limit:
+                    break
         return size, crc
 
+    def info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        """What storage knows of each of ``paths`` (type ``NotFound`` for a missing one)."""
+        return self.storage.info(paths) if paths else []
+
     def exists(self, path: str) -> bool:
-        return bool(self.filesystem.get_file_info(path).type != pafs.FileType.NotFound)
+        """Whether ``path`` is a file or a directory (a key prefix, on object storage)."""
+        return self.storage.exists(path)
 
     def list(self, path: str) -> Iterator[pafs.FileInfo]:
         """Entries directly under ``path`` (nothing if it does not exist)."""
-        selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
-        yield from self.filesystem.get_file_info(selector)
+        yield from self.storage.list(path)
+
+    def walk(self, path: str) -> Iterator[pafs.FileInfo]:
+        """Every file below ``path``, at any depth."""
+        yield from self.storage.walk(path)
 
     def delete(self, path: str) -> None:
-        try:
-            self.filesystem.delete_file(path)
-        except FileNotFoundError:
-            pass
+        """Deletes the file ``path``; nothing if it does not exist."""
+        self.storage.delete(path)
+
+
+__all__ = ["TMP_MARK", "Location", "sync_dir"]

@@ -34,11 +34,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "tests/spark/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.spark)
-    if not CONNECT:
-        connect_only = [item for item in items if item.get_closest_marker("connect_only")]
-        if connect_only:
-            config.hook.pytest_deselected(items=connect_only)
-            items[:] = [item for item in items if not item.get_closest_marker("connect_only")]
+    line = pyspark_line()
+    other = [item for item in items if not CONNECT and item.get_closest_marker("connect_only")]
+    # A test without a Spark session checks nothing of Connect: the classic run has it.
+    other += [item for item in items if CONNECT and "spark" not in _fixtures(item)]
+    other += [item for item in items if not _for_line(item, line)]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
+
+
+def _fixtures(item: pytest.Item) -> list[str]:
+    return list(getattr(item, "fixturenames", []))
+
+
+def pyspark_line() -> tuple[int, int]:
+    import pyspark
+
+    major, minor = pyspark.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _for_line(item: pytest.Item, line: tuple[int, int]) -> bool:
+    """Whether a test is of the running PySpark line: ``requires_pyspark(4, 0)`` tests what
+    4.0 brought (``connect=(4, 1)``: to Spark Connect sessions in 4.1), ``pyspark_before(4,
+    0)`` what older lines say instead (make test runs each line: docs/spark.md, Spark lines)."""
+    needs = item.get_closest_marker("requires_pyspark")
+    before = item.get_closest_marker("pyspark_before")
+    needed = None if needs is None else tuple(needs.args)
+    if needs is not None and CONNECT:
+        needed = tuple(needs.kwargs.get("connect", needed))
+    return (needed is None or line >= needed) and (before is None or line < tuple(before.args))
 
 
 def session_conf(warehouse: Path) -> dict[str, str]:

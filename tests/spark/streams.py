@@ -15,12 +15,14 @@ join per batch with pandas ``merge_asof`` against every table row of batches <= 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import random
 import shutil
 import tempfile
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -124,7 +126,7 @@ class Collector:
         return df.writeStream.foreachBatch(self)
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        table = df.toArrow()
+        table = to_arrow(df)
         tmp = self.directory / f".tmp-{batch_id}-{os.getpid()}.arrow"
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
@@ -186,14 +188,37 @@ def run_available_now(df: Any, checkpoint: Path, sink: Collector, *, timeout_s: 
 
 
 def batch_input_rows(query: Any, directory: Path) -> dict[int, int]:
-    """batch id -> input rows the source reading ``directory`` contributed (from progress)."""
+    """batch id -> input rows the source reading ``directory`` contributed (from progress;
+    read as the dicts that PySpark 3.5 returns and 4's progress objects still are)."""
     wanted = str(directory)
     out: dict[int, int] = {}
     for progress in query.recentProgress:
-        for source in progress.sources:
-            if wanted in source.description:
-                out[progress.batchId] = int(source.numInputRows)
+        for source in progress["sources"]:
+            if wanted in source["description"]:
+                out[progress["batchId"]] = int(source["numInputRows"])
     return out
+
+
+def to_arrow(df: Any) -> pa.Table:
+    """``df.toArrow()``, which PySpark has from 4.0; on 3.5 the Arrow batches its
+    ``toPandas`` collects. PySpark before 4.1 leaves closing the socket they came through to
+    the garbage collector (``_load_from_socket``): collected here, its ResourceWarning is not a
+    test's error at some later moment."""
+    from verstore.spark._compat import to_arrow_schema
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        if hasattr(df, "toArrow"):
+            table: pa.Table = df.toArrow()
+        else:
+            batches = df._collect_as_arrow()
+            table = (
+                pa.Table.from_batches(batches)
+                if batches
+                else to_arrow_schema(df.schema).empty_table()
+            )
+        gc.collect()
+    return table
 
 
 # --- data --------------------------------------------------------------------------------------

@@ -247,6 +247,7 @@ def test_options_without_secrets_and_a_provider(in_task: Any) -> None:
         configure(session, "s3://bucket/v", storage_options_provider="no function")
 
 
+@pytest.mark.requires_pyspark(4, 0)
 def test_stateful_processor_carries_the_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark import cloudpickle
     from verstore.spark import StoreSpec, VersionedStatefulProcessor, stateful

@@ -43,7 +43,7 @@ def test_each_batch_reports_its_store_metrics(spark: Any, tmp_path: Path) -> Non
     )
     second = run_available_now(gen_join(spark, tmp_path), tmp_path / "chk", Collector())
 
-    progress = {p.batchId: p for q in (first, second) for p in q.recentProgress}
+    progress = {p["batchId"]: p for q in (first, second) for p in q.recentProgress}
     metrics = {
         b: SimpleNamespace(**verstore.spark.progress_metrics(p, "verstore.asof"))
         for b, p in progress.items()

@@ -20,6 +20,7 @@ from streams import (  # noqa: E402 (imported once marked for rewriting)
     generate,
     ms,
     run_available_now,
+    to_arrow,
     write_batches,
 )
 
@@ -70,7 +71,7 @@ def rows_of(df: Any) -> list[tuple[Any, ...]]:
             r["valid_from"],
             r["valid_to"],
         )
-        for r in df.toArrow().to_pylist()
+        for r in to_arrow(df).to_pylist()
     )
 
 
@@ -187,7 +188,7 @@ def test_the_change_feed_replays_into_each_versions_state(spark: Any, written: A
         "batch_id", "partition", "change_seq", "change_type", *KEY, "price", "currency", "seq",
         "valid_from",
     ]  # fmt: skip
-    rows = sorted(df.toArrow().to_pylist(), key=lambda r: (r["batch_id"], r["partition"]))
+    rows = sorted(to_arrow(df).to_pylist(), key=lambda r: (r["batch_id"], r["partition"]))
     assert {r["batch_id"] for r in rows} == set(range(len(batches)))
     state: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
     for b, batch in enumerate(batches):
@@ -210,7 +211,7 @@ def test_the_change_feed_replays_into_each_versions_state(spark: Any, written: A
     some = verstore.spark.read_store(
         spark, "asof", checkpoint_root=str(root), changes=True, from_batch=1, to_batch=2
     )
-    assert sorted(r["batch_id"] for r in some.toArrow().to_pylist()) == sorted(
+    assert sorted(r["batch_id"] for r in to_arrow(some).to_pylist()) == sorted(
         r["batch_id"] for r in rows if 1 <= r["batch_id"] <= 2
     )
 

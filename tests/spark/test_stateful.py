@@ -173,6 +173,7 @@ class AsofProcessor(VersionedStatefulProcessor):
             )
 
 
+@pytest.mark.requires_pyspark(4, 0, connect=(4, 1))  # transformWithStateInPandas
 @pytest.mark.parametrize("fail_after_commit", [False, True])
 def test_processor_asof_join_matches_merge_asof(
     spark: Any, verstore_root: Path, tmp_path: Path, fail_after_commit: bool
@@ -240,6 +241,7 @@ class Probe(VersionedStatefulProcessor):
         super().close()
 
 
+@pytest.mark.requires_pyspark(4, 0, connect=(4, 1))  # transformWithStateInPandas
 def test_processor_hooks_once_per_partition_per_batch(
     spark: Any, verstore_root: Path, tmp_path: Path
 ) -> None:
@@ -296,6 +298,7 @@ def test_processor_hooks_once_per_partition_per_batch(
     assert {(b + 1, p) for b, p in tasks} <= committed
 
 
+@pytest.mark.requires_pyspark(4, 0, connect=(4, 1))  # transformWithStateInPandas
 def test_processor_store_outside_a_task_raises() -> None:
     processor = AsofProcessor()
     with pytest.raises(RuntimeError, match="no stores are open"):

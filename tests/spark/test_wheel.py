@@ -1,5 +1,7 @@
-"""The shipped wheel on executors: ``maturin build --release``, installed into a fresh
-environment that does not contain the source tree, packed with ``venv-pack`` and shipped to a
+"""The shipped wheel on executors: built as the README says (``maturin build --release
+--compatibility manylinux_2_28``: the one zig build, for glibc 2.28), its platform tag checked
+by ``auditwheel``, installed with binary packages only into a fresh environment that has no
+compiler and does not contain the source tree, packed with ``venv-pack`` and shipped to a
 ``local-cluster`` job with ``spark.archives`` exactly as ``docs/spark.md`` describes. The
 executors must import verstore from that environment, and the job's result must match the
 oracle.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,20 +41,49 @@ def run(*command: Any, cwd: Path | None = None, env: dict[str, str] | None = Non
     return done.stdout
 
 
+#: The newest glibc the wheel may need (manylinux_2_28: RHEL 8, Amazon Linux 2023, Debian 10).
+MANYLINUX = (2, 28)
+
+
 @pytest.fixture(scope="module")
-def packed_environment(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv-pack archive of a fresh environment with the wheel and its dependencies."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built as the README says (on a warm tree cargo finds the build fresh)."""
     work = tmp_path_factory.mktemp("wheel")
     env = dict(os.environ)
     env.setdefault("CARGO_TARGET_DIR", str(Path.home() / ".cache" / "verstore" / "target"))
+    env["PATH"] = f"{SOURCE / 'scripts' / 'zig'}{os.pathsep}{env.get('PATH', '')}"  # as make does
     maturin = Path(sys.executable).with_name("maturin")
-    run(maturin, "build", "--release", "--quiet", "--out", work / "dist", cwd=SOURCE, env=env)
-    (wheel,) = (work / "dist").glob("verstore-*.whl")
+    compatibility = f"manylinux_{MANYLINUX[0]}_{MANYLINUX[1]}"
+    run(maturin, "build", "--release", "--quiet", "--compatibility", compatibility,
+        "--out", work / "dist", cwd=SOURCE, env=env)  # fmt: skip
+    (built,) = (work / "dist").glob("verstore-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def packed_environment(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv-pack archive of a fresh environment with the wheel and its dependencies,
+    installed from binary packages only, with no compiler to be found."""
+    work = tmp_path_factory.mktemp("packed")
+    env = {**os.environ, "CC": "/bin/false", "CXX": "/bin/false", "PATH": "/usr/bin:/bin"}
     venv = work / "env"
     run(sys.executable, "-m", "venv", venv)
-    run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheel, "pandas<3", "venv-pack")
+    pip = [venv / "bin" / "python", "-m", "pip", "install", "-q", "--only-binary", ":all:"]
+    run(*pip, wheel, "pandas<3", "venv-pack", env=env)
     run(venv / "bin" / "venv-pack", "-q", "-p", venv, "-o", work / "env.tar.gz")
     return work / "env.tar.gz"
+
+
+def test_the_wheel_needs_no_newer_glibc_than_manylinux_2_28(wheel: Path) -> None:
+    """auditwheel reads the symbol versions the extension needs: the wheel installs on every
+    Linux with glibc 2.28 or newer, and needs no libstdc++ (zig's libc++ is linked in)."""
+    shown = " ".join(run(Path(sys.executable).with_name("auditwheel"), "show", wheel).split())
+    tag = re.search(r'the following platform tag: "manylinux_(\d+)_(\d+)_x86_64"', shown)
+    assert tag and (int(tag[1]), int(tag[2])) <= MANYLINUX, shown
+    assert f"manylinux_{tag[1]}_{tag[2]}_x86_64.whl" in wheel.name, (wheel.name, shown)
+    needs = re.search(r'constrains the platform tag to "manylinux_(\d+)_(\d+)_x86_64"', shown)
+    assert needs is None or (int(needs[1]), int(needs[2])) <= MANYLINUX, shown
+    assert "libstdc++" not in shown, shown
 
 
 @pytest.mark.usefixtures("local_cluster_work")

@@ -7,18 +7,21 @@ parent of an attempt still in flight, and cleanup must never make a commit unrea
 such commit's chain is kept down to its first usable snapshot at or below ``lowest``
 (``chain.Graph.needed``). Deleted:
 
-* commits and snapshots below ``lowest`` that no kept chain needs;
-* uploaded files that no kept manifest references, once older than ``orphan_grace_s`` (an
-  upload of a snapshot still in flight is younger);
-* temporary files older than ``orphan_grace_s``.
+* commits and snapshots below ``lowest`` that no kept chain needs (a snapshot's manifest first,
+  then its claim; a claim without a manifest, a snapshot in flight or failed, only once its
+  commit is needed by no kept chain either);
+* uploaded files that no kept manifest or claim names, once older than ``orphan_grace_s`` (a
+  space policy only), in two phases: the cleanup writes a retirement naming them
+  (``retirement.py``), lists the partition again, spares what a manifest or claim it had not
+  read names, deletes the rest, and then its retirement. A snapshot reads the retirements
+  between its claim and its manifest, so a manifest never names a file a cleanup deletes;
+* temporary files older than ``orphan_grace_s``, and retirements of finished cleanups.
 
 A manifest that does not verify is not a usable base and references nothing. Nor is one that
-names a file missing from ``SSTs/`` (or of another size): a snapshot can reuse an upload that a
-concurrent cleanup deletes before the manifest is written, and trusting that manifest would
-delete the changelogs the versions above it must be rebuilt from. Its files that exist stay
-referenced. A manifest that cannot be *read* (a storage error) stops the deletion of uploaded
-files, since what it references is unknown. Everything cleanup does not understand it leaves
-alone.
+names a file missing from ``SSTs/`` (or of another size): the checkpoint of an older release,
+a damaged bucket. Its files that exist stay referenced. A manifest or claim that cannot be
+*read* (a storage error) stops the deletion of uploaded files, since what it references is
+unknown. Everything cleanup does not understand it leaves alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import logging
 import time
 from typing import Any
 
-from verstore.checkpoint import faults
+from verstore.checkpoint import faults, retirement
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, Listing, PartitionFiles
 from verstore.checkpoint.manifest import Manifest, read_manifest
@@ -70,52 +73,119 @@ def cleanup(files: PartitionFiles, options: CheckpointOptions) -> list[str]:
     for ref, commit in listing.commits.items():
         if ref.version < lowest and ref not in keep_commits:
             delete(commit.path)
-    kept_manifests = []
-    for ref, snapshot in listing.snapshots.items():
-        if ref.version < lowest and ref not in keep_snapshots:
-            delete(snapshot.path)
-        else:
-            kept_manifests.append(manifests.get(ref))
+    kept: list[CommitRef] = []
+    for ref in sorted(set(listing.snapshots) | set(listing.claims)):
+        snapshot, claim = listing.snapshots.get(ref), listing.claims.get(ref)
+        needed = ref in keep_snapshots or (snapshot is None and ref in keep_commits)
+        if ref.version >= lowest or needed:
+            kept.append(ref)
+            continue
+        for found in (snapshot, claim):  # the manifest first: a claim outlives its manifest
+            if found is not None:
+                delete(found.path)
+    referenced = manifests.named(kept)
     if manifests.unreadable:
         return deleted
-    referenced = {f.durable for m in kept_manifests if m is not None for f in m.files}
-    for durable, info in manifests.uploads.items():
-        if durable not in referenced and old_enough(info):
-            delete(info.path)
+    candidates = {
+        durable: info
+        for durable, info in manifests.uploads.items()
+        if durable not in referenced and old_enough(info)
+    }
+    if candidates:
+        _retire_and_delete(files, listing, manifests, candidates, delete)
+    _forget_finished(files, listing, manifests, delete)
     return deleted
 
 
+def _retire_and_delete(
+    files: PartitionFiles,
+    listing: Listing,
+    manifests: _Manifests,
+    candidates: dict[str, Any],
+    delete: Any,
+) -> None:
+    """Retires ``candidates``, spares those a manifest or claim written since ``listing``
+    names, deletes the rest, then the retirement."""
+    path = retirement.write(files, candidates)
+    faults.step("during_cleanup")
+    again = files.listing()
+    seen = set(listing.snapshots) | set(listing.claims)
+    fresh = [ref for ref in (set(again.snapshots) | set(again.claims)) if ref not in seen]
+    spared = manifests.named(fresh, again)
+    if not manifests.unreadable:
+        for durable, info in candidates.items():
+            if durable not in spared:
+                delete(info.path)
+    faults.step("during_cleanup")
+    files.location.delete(path)
+
+
+def _forget_finished(
+    files: PartitionFiles, listing: Listing, manifests: _Manifests, delete: Any
+) -> None:
+    """Deletes the retirements of other cleanups every file of which is gone (those cleanups
+    finished, or died after their deletions). One whose files still exist stays: its cleanup
+    may be deleting them now."""
+    for path in listing.retirements:
+        try:
+            named = retirement.read(files, path)
+        except (CorruptionError, OSError) as e:
+            log.warning("cleanup: %s", e)
+            continue
+        if not named & set(manifests.uploads):
+            delete(path)
+
+
 class _Manifests:
-    """The partition's snapshot manifests, each read once, and which are usable bases."""
+    """The partition's snapshot manifests and claims, each read once, and which are usable
+    bases."""
 
     def __init__(self, files: PartitionFiles, listing: Listing) -> None:
         self.files, self.listing = files, listing
-        self.read: dict[CommitRef, Manifest | None] = {}
+        self.read: dict[tuple[str, CommitRef], Manifest | None] = {}
         #: A manifest could not be read (a storage error): what it references is unknown.
         self.unreadable = False
         # One listing of the uploads answers both "does every file of this manifest exist" and
         # "which uploads does no kept manifest reference".
         self.uploads = {f"SSTs/{info.base_name}": info for info in files.uploaded_files()}
 
-    def get(self, ref: CommitRef) -> Manifest | None:
-        """Snapshot ``ref``'s manifest; None when it does not verify or cannot be read."""
-        if ref not in self.read:
+    def get(self, ref: CommitRef, listing: Listing | None = None) -> Manifest | None:
+        """Snapshot ``ref``'s manifest, else its claim (the same body), from ``listing``;
+        None when it does not verify or cannot be read."""
+        listing = listing or self.listing
+        found = listing.snapshots.get(ref) or listing.claims.get(ref)
+        if found is None:
+            return None
+        key = (found.path, ref)
+        if key not in self.read:
             loc = self.files.location
-            path = self.listing.snapshots[ref].path
             try:
-                self.read[ref] = read_manifest(loc, path, ref)
+                self.read[key] = read_manifest(loc, found.path, ref)
+            except FileNotFoundError:
+                self.read[key] = None  # deleted since the listing: it references nothing
             except CorruptionError as e:
                 log.warning("cleanup: %s", e)
-                self.read[ref] = None
+                self.read[key] = None
             except OSError as e:
-                log.warning("cleanup: cannot read %s: %s", loc.describe(path), e)
-                self.read[ref] = None
+                log.warning("cleanup: cannot read %s: %s", loc.describe(found.path), e)
+                self.read[key] = None
                 self.unreadable = True
-        return self.read[ref]
+        return self.read[key]
+
+    def named(self, refs: Any, listing: Listing | None = None) -> set[str]:
+        """Every upload the manifests (or claims) of ``refs`` name."""
+        out: set[str] = set()
+        for ref in refs:
+            found = self.get(ref, listing)
+            if found is not None:
+                out.update(f.durable for f in found.files)
+        return out
 
     def usable(self, ref: CommitRef) -> bool:
         """Whether snapshot ``ref`` can be a rebuild's base: its manifest verifies and every
         file it names is uploaded, of the size it says."""
+        if ref not in self.listing.snapshots:
+            return False
         found = self.get(ref)
         if found is None:
             return False

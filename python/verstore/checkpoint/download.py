@@ -72,7 +72,7 @@ def _fetch(
             f"corrupt data in {where}: file of snapshot {ref.version} is missing"
         ) from None
     except OSError:
-        if location.filesystem.get_file_info(durable).type == FileType.File:
+        if location.info([durable])[0].type == FileType.File:
             raise  # a storage error
         raise CorruptionError(
             f"corrupt data in {where}: file of snapshot {ref.version} is not a file"

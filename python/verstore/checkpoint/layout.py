@@ -3,7 +3,9 @@
 ```
 <root>/<store>/q=<lineage>/_meta.json                       the lineage's settings (meta.py)
 <root>/<store>/q=<lineage>/p=<n>/<commit>.changelog         one commit: v-1 -> v
+<root>/<store>/q=<lineage>/p=<n>/<version>-<attempt>.claim      its claim, written first
 <root>/<store>/q=<lineage>/p=<n>/<version>-<attempt>.snapshot   a snapshot manifest
+<root>/<store>/q=<lineage>/p=<n>/_retiring-<32 hex>.json     uploads a cleanup deletes
 <root>/<store>/q=<lineage>/p=<n>/SSTs/<uuid>-<name>         uploaded RocksDB files
 ```
 
@@ -47,6 +49,10 @@ LINEAGE_PREFIX = "q="
 PARTITION_PREFIX = "p="
 CHANGELOG_SUFFIX = ".changelog"
 SNAPSHOT_SUFFIX = ".snapshot"
+#: A snapshot's claim on the files it names, written before its manifest (``snapshot.py``).
+CLAIM_SUFFIX = ".claim"
+#: The start of a cleanup's list of uploads it is about to delete (``retirement.py``).
+RETIRING_PREFIX = "_retiring-"
 #: The start of a repartition's mark in a partition directory (``partitioning.py``).
 REPARTITION_MARK = "_repartitioning-"
 
@@ -54,6 +60,8 @@ _VERSION = r"(0|[1-9][0-9]{0,18})"
 _ATTEMPT = r"([0-9a-f]{32})"
 _CHANGELOG_RE = re.compile(rf"{_VERSION}-{_ATTEMPT}-{_VERSION}-{_ATTEMPT}\.changelog")
 _SNAPSHOT_RE = re.compile(rf"{_VERSION}-{_ATTEMPT}\.snapshot")
+_CLAIM_RE = re.compile(rf"{_VERSION}-{_ATTEMPT}\.claim")
+_RETIRING_RE = re.compile(r"_retiring-[0-9a-f]{32}\.json")
 _PARTITION_RE = re.compile(r"p=(0|[1-9][0-9]{0,8})")
 #: Store names and lineage ids: one path segment, no dot files, no separators.
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
@@ -100,6 +108,10 @@ class Listing:
 
     commits: dict[CommitRef, Commit] = field(default_factory=dict)
     snapshots: dict[CommitRef, Snapshot] = field(default_factory=dict)
+    #: Snapshots' claims (``<v>-<a>.claim``): a manifest's body, written before the manifest.
+    claims: dict[CommitRef, Snapshot] = field(default_factory=dict)
+    #: Cleanups' retirement lists (``_retiring-<32 hex>.json``), by path.
+    retirements: list[str] = field(default_factory=list)
     temporaries: list[Any] = field(default_factory=list)
     others: list[Any] = field(default_factory=list)
     #: Whether a repartition left its mark here (``partitioning.py``).
@@ -133,6 +145,10 @@ def snapshot_name(ref: CommitRef) -> str:
     return f"{ref.version}-{ref.attempt.hex()}.snapshot"
 
 
+def claim_name(ref: CommitRef) -> str:
+    return f"{ref.version}-{ref.attempt.hex()}.claim"
+
+
 def parse_changelog_name(name: str, where: str) -> tuple[CommitRef, CommitRef]:
     """``(commit, parent)`` from a changelog's file name; ``CorruptionError`` naming ``where``."""
     match = _CHANGELOG_RE.fullmatch(name)
@@ -151,10 +167,12 @@ def parse_changelog_name(name: str, where: str) -> tuple[CommitRef, CommitRef]:
     return ref, parent
 
 
-def parse_snapshot_name(name: str, where: str) -> CommitRef:
-    match = _SNAPSHOT_RE.fullmatch(name)
+def parse_snapshot_name(name: str, where: str, claim: bool = False) -> CommitRef:
+    """The commit of a manifest's (or, with ``claim``, a claim's) file name."""
+    match = (_CLAIM_RE if claim else _SNAPSHOT_RE).fullmatch(name)
     if match is None:
-        raise CorruptionError(f"corrupt data in {where}: not a verstore snapshot name")
+        what = "claim" if claim else "snapshot"
+        raise CorruptionError(f"corrupt data in {where}: not a verstore {what} name")
     ref = CommitRef(int(match.group(1)), bytes.fromhex(match.group(2)))
     if not 0 < ref.version <= MAX_VERSION or ref.attempt == NO_ATTEMPT:
         raise CorruptionError(f"corrupt data in {where}: malformed version or attempt")
@@ -230,6 +248,9 @@ class PartitionFiles:
     def snapshot(self, ref: CommitRef) -> str:
         return posixpath.join(self.dir, snapshot_name(ref))
 
+    def claim(self, ref: CommitRef) -> str:
+        return posixpath.join(self.dir, claim_name(ref))
+
     def durable(self, relative: str) -> str:
         """A path named relative to the partition directory (a manifest's ``durable``)."""
         return posixpath.join(self.dir, relative)
@@ -243,7 +264,8 @@ class PartitionFiles:
             if name.startswith(TMP_MARK):
                 out.temporaries.append(info)
                 continue
-            if name.endswith((CHANGELOG_SUFFIX, SNAPSHOT_SUFFIX)) and info.type != FileType.File:
+            suffixes = (CHANGELOG_SUFFIX, SNAPSHOT_SUFFIX, CLAIM_SUFFIX)
+            if name.endswith(suffixes) and info.type != FileType.File:
                 raise CorruptionError(
                     f"corrupt data in {self.describe(info.path)}: a verstore name, but not a file"
                 )
@@ -253,6 +275,11 @@ class PartitionFiles:
             elif name.endswith(SNAPSHOT_SUFFIX):
                 ref = parse_snapshot_name(name, self.describe(info.path))
                 out.snapshots[ref] = Snapshot(ref, info.path)
+            elif name.endswith(CLAIM_SUFFIX):
+                ref = parse_snapshot_name(name, self.describe(info.path), claim=True)
+                out.claims[ref] = Snapshot(ref, info.path)
+            elif _RETIRING_RE.fullmatch(name) and info.type == FileType.File:
+                out.retirements.append(info.path)
             elif name.startswith(REPARTITION_MARK):
                 out.repartitioning = True
             elif name != SST_DIR:

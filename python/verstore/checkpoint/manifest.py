@@ -24,9 +24,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from pyarrow.fs import FileType
-
-from verstore.checkpoint.layout import FORMAT_VERSION, CommitRef, PartitionFiles
+from verstore.checkpoint.layout import FORMAT_VERSION, CommitRef
 from verstore.exceptions import CorruptionError
 from verstore.location import Location
 
@@ -152,19 +150,6 @@ def read_manifest(location: Location, path: str, expected: CommitRef) -> Manifes
     return decode_manifest(data, name, expected)
 
 
-def missing_files(location: Location, files: PartitionFiles, manifest: Manifest) -> list[str]:
-    """The paths of the files ``manifest`` names that are missing or of another size than it
-    says. A manifest is a usable snapshot only when this is empty (a file can vanish after a
-    snapshot reused it: a concurrent attempt's cleanup saw no manifest that named it)."""
-    paths = [files.durable(f.durable) for f in manifest.files]
-    infos = location.filesystem.get_file_info(paths) if paths else []
-    return [
-        path
-        for path, entry, info in zip(paths, manifest.files, infos, strict=True)
-        if info.type != FileType.File or info.size != entry.size
-    ]
-
-
 def is_durable_name(durable: object) -> bool:
     """Whether ``durable`` is a manifest ``durable`` path: ``SSTs/<32 hex>-<plain name>``."""
     return isinstance(durable, str) and _DURABLE.fullmatch(durable) is not None
@@ -185,6 +170,5 @@ __all__ = [
     "decode_manifest",
     "file_crc32",
     "is_durable_name",
-    "missing_files",
     "read_manifest",
 ]

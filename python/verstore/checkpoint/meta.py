@@ -391,7 +391,10 @@ def _create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> Stor
         raise MissingVersionError(
             f"{loc.describe(files.dir)} holds no state of lineage {files.lineage!r}"
         )
-    loc.write_new(files.meta, json.dumps(wanted.to_json(files), indent=1).encode())
+    try:
+        loc.create_new(files.meta, json.dumps(wanted.to_json(files), indent=1).encode())
+    except FileExistsError:
+        pass  # another task of the lineage created it first: the caller compares settings
     return read_settings(files) or wanted
 
 
@@ -415,7 +418,10 @@ def _evolve(
         return stored
     layout_id = len(stored.layouts)
     body = {"format_version": FORMAT_VERSION, "id": layout_id, "columns": wanted.to_json()}
-    files.location.write_new(evolution_path(files, layout_id), json.dumps(body).encode())
+    try:
+        files.location.create_new(evolution_path(files, layout_id), json.dumps(body).encode())
+    except FileExistsError:
+        pass  # another query recorded layout ``layout_id`` first: the same one, or an error
     evolved = read_settings(files)
     if evolved is None or evolved.columns != wanted:
         raise IncompatibleConfigError(

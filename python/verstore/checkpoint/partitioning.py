@@ -174,10 +174,9 @@ def _whole(value: Any, low: int, high: int) -> bool:
 
 
 def publish(files: LineageFiles, partitioning: Partitioning) -> None:
-    """Writes ``partitioning``'s record: the step that makes it the lineage's. On a local disk
-    the record is created exclusively; object storage offers pyarrow no conditional write, so
-    there two repartitions published at the same moment would both succeed and the later one
-    win: run one repartition of a store at a time.
+    """Writes ``partitioning``'s record: the step that makes it the lineage's. The record is a
+    conditional create (``Location.create_new``): of two repartitions that publish the same id
+    at the same moment, exactly one succeeds.
 
     Raises:
         FileExistsError: Another repartition published this id first.
@@ -194,7 +193,9 @@ def publish(files: LineageFiles, partitioning: Partitioning) -> None:
 
 def mark(files: PartitionFiles) -> None:
     """Leaves a repartition's mark in a partition directory (see the module)."""
-    files.location.write_new(posixpath.join(files.dir, REPARTITION_MARK + os.urandom(8).hex()), b"")
+    files.location.create_new(
+        posixpath.join(files.dir, REPARTITION_MARK + os.urandom(8).hex()), b""
+    )
 
 
 __all__ = [

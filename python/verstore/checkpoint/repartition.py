@@ -66,6 +66,7 @@ def plan(
         IncompatibleConfigError: ``version`` is below the newest partitioning's (a stale Spark
             checkpoint), or the lineage recorded no partition count.
     """
+    location.require_conditional_create()
     files = LineageFiles(location, store, lineage)
     settings = read_settings(files)
     if settings is None:
@@ -187,7 +188,8 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
 
     Raises:
         MissingVersionError: A new partition has no commit.
-        IncompatibleConfigError: Another repartition published first.
+        IncompatibleConfigError: Another repartition published first (the record is a
+            conditional create: of two repartitions publishing at once, exactly one wins).
     """
     files = plan.files(location)
     for partition in range(plan.target.num_partitions or 0):
@@ -198,14 +200,21 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
                 f"{partition}: nothing was published, the query's state is unchanged"
             )
     _check_sources_still(location, plan)
-    faults.step("repartition_before_publish")
     current = read_settings(files)
     if current is None or current.partitioning != plan.source:
         raise IncompatibleConfigError(
             f"store {plan.store!r} was repartitioned by someone else meanwhile: nothing was "
             "published by this repartition"
         )
-    write_record(files, plan.target)
+    faults.step("repartition_before_publish")
+    try:
+        write_record(files, plan.target)
+    except FileExistsError:
+        raise IncompatibleConfigError(
+            f"store {plan.store!r}: another repartition published partitioning "
+            f"{plan.target.id} first, and its partitioning is the one in force: nothing was "
+            "published by this repartition"
+        ) from None
     faults.step("repartition_published")
     wanted = StoreSettings(
         plan.settings.history_retention_ms,

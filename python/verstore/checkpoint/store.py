@@ -152,7 +152,8 @@ class PartitionStore:
                 (``verstore.checkpoint.keeper``). Ignored by a read-only open.
 
         Raises:
-            ValueError: A bad version, partition, store name or lineage.
+            ValueError: A bad version, partition, store name or lineage, or (for writing) a
+                location whose storage offers no conditional create.
             FencedError: The lineage has committed versions beyond ``version + 1``: this is a
                 stale attempt (a zombie), or the query's checkpoint was rolled back.
             MissingVersionError: ``version`` is older than what cleanup kept, or (read-only)
@@ -167,6 +168,8 @@ class PartitionStore:
         started = time.monotonic()
         if not isinstance(location, Location):
             location = Location.resolve(location, storage_options)
+        if not read_only:
+            location.require_conditional_create()
         lineage_files = LineageFiles(location, store_name, lineage)
         self._files = lineage_files.partition(partition)  # until _locate finds its partitioning
         self._options = options or CheckpointOptions()

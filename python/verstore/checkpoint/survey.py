@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pyarrow.fs import FileType
 
 from verstore._core import verify_changelog
+from verstore.checkpoint import retirement
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import (
     META_NAME,
@@ -48,7 +49,7 @@ def find_stores(loc: Location, only: str | None = None) -> Iterator[tuple[str, L
     if is_store(root):
         name = posixpath.basename(root)
         if only in (None, name):
-            yield name, Location(loc.filesystem, posixpath.dirname(root), loc.uri)
+            yield name, Location(loc.storage, posixpath.dirname(root), loc.uri)
         return
     for info in sorted(loc.list(root), key=lambda i: i.base_name):
         if (
@@ -137,7 +138,7 @@ def verify_partition(
             continue
         for entry in manifest.files:
             durable = files.durable(entry.durable)
-            info = loc.filesystem.get_file_info(durable)
+            (info,) = loc.info([durable])
             if info.size is None:
                 problems.append(f"{loc.describe(durable)}: missing (snapshot {ref.version})")
             elif info.size != entry.size:
@@ -150,6 +151,16 @@ def verify_partition(
                     _, crc = loc.fetch(durable, posixpath.join(tmp, "file"), entry.size)
                 if crc != entry.crc32:
                     problems.append(f"{loc.describe(durable)}: checksum mismatch")
+    for ref in sorted(listing.claims):
+        try:
+            read_manifest(loc, listing.claims[ref].path, ref)
+        except VerstoreError as e:
+            problems.append(str(e))
+    for path in listing.retirements:
+        try:
+            retirement.read(files, path)
+        except VerstoreError as e:
+            problems.append(str(e))
     if not graph.reachable(tip):
         problems.append(f"{files.describe()}: the newest version {tip.version} cannot be rebuilt")
     return problems

@@ -39,7 +39,7 @@ def still_uploaded(
     if not known:
         return {}
     paths = [files.durable(e["durable"]) for e in known.values()]
-    infos = location.filesystem.get_file_info(paths)
+    infos = location.info(paths)
     return {
         name: entry
         for (name, entry), info in zip(known.items(), infos, strict=True)

@@ -194,15 +194,15 @@ def arrow_schema(fields: Sequence[Any], names: Sequence[str] | None = None) -> A
     to be storable in the tuple encoding: a ``TypeError`` naming the column here, on the
     driver, rather than in every task."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_type
 
     from verstore._core import encode_rows
+    from verstore.spark._compat import to_arrow_type
 
     arrow = []
     for i, f in enumerate(fields):
         try:
             # Spark's Arrow path gives timestamps a time zone; the encoding ignores it.
-            arrow_type = to_arrow_type(f.dataType, timezone="UTC")
+            arrow_type = to_arrow_type(f.dataType)
             arrow.append(pa.field(names[i] if names else f.name, arrow_type, True))
         except Exception as e:  # pyspark raises its own error types for unsupported types
             raise TypeError(

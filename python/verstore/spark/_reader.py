@@ -1,32 +1,27 @@
 """``read_store``: a store's committed state as a batch DataFrame, for debugging, backfills and
 audits ("every price as of 10:00"), or its change feed ("what did micro-batch 41 write").
 
-A Spark Python data source (``spark.read.format("verstore")``), one input partition per store
-partition: each task rebuilds its partition at the requested version from the checkpoint into a
-private temporary directory (never the running query's local copies), scans it from a
-consistent snapshot and decodes keys and values back to the columns that wrote them
-(``verstore.reader``). This is what Spark 4's ``statestore`` source is for Spark's own state.
-
-The source's one option, ``request``, is part of the plan (shown in the Spark UI and written to
-the event log), so it holds only the public storage options. The secret ones travel in the
-class that :func:`read_store` registers: a subclass made for the call, which ``cloudpickle``
-ships by value to the Python workers that plan and read.
+One Spark task per store partition: each rebuilds its partition at the requested version from
+the checkpoint into a private temporary directory (never the running query's local copies),
+scans it from a consistent snapshot and decodes keys and values back to the columns that wrote
+them (``verstore.reader``). This is what Spark 4's ``statestore`` source is for Spark's own
+state. The tasks are those of a Python data source (``spark.read.format("verstore")``,
+``_datasource``) from PySpark 4.0; PySpark 3.5 has no data sources, and runs the same reads
+through ``mapInArrow`` over one row per partition. Either way the request (``_request``) holds
+only public storage options; the secret ones travel pickled with the reading code.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-from verstore.changes import changes_schema, partitions_of_changes, read_changes
-from verstore.reader import NEWEST, encode_key, output_schema, read_partition, resolve
+from verstore.changes import partitions_of_changes
+from verstore.reader import NEWEST, encode_key, resolve
+from verstore.spark import _compat
 from verstore.spark._conf import StorageCredentials, split_options
-
-FORMAT = "verstore"
+from verstore.spark._request import arrow_schema, read_part
 
 
 def read_store(
@@ -126,20 +121,30 @@ def read_store(
         ),
         "changes": {"from_batch": from_batch, "to_batch": to_batch} if changes else None,
     }
-    source: type[VerstoreDataSource] = VerstoreDataSource
-    if hidden:
-        # Not importable by name, so pickled with its class attributes (the credentials).
-        source = type(
-            "VerstoreDataSource",
-            (VerstoreDataSource,),
-            {
-                "credentials": StorageCredentials("read_store", hidden),
-                "__module__": __name__,
-                "__qualname__": "VerstoreDataSource.with_credentials",
-            },
-        )
-    spark.dataSource.register(source)
-    return spark.read.format(FORMAT).option("request", json.dumps(request)).load()
+    if _compat.has(_compat.DATA_SOURCES):
+        from verstore.spark import _datasource
+
+        return _datasource.load(spark, request, hidden)
+    return _read_by_map(spark, request, {**public, **hidden})
+
+
+def _read_by_map(spark: Any, request: Mapping[str, Any], storage_options: dict[str, Any]) -> Any:
+    """The request read by ``mapInArrow`` over one row per store partition (PySpark 3.5, which
+    has no Python data sources): row ``i``'s task reads ``request["partitions"][i]``. The
+    storage options travel in the pickled function, never in a conf or the plan's text."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    parts = list(request["partitions"])
+    carried = StorageCredentials("read_store", storage_options)
+    schema = from_arrow_schema(arrow_schema(request, storage_options))
+
+    def read(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from read_part(request, carried.options, parts[index])
+
+    slices = max(1, len(parts))
+    return spark.range(0, len(parts), 1, slices).mapInArrow(read, schema)
 
 
 def _check_state_args(
@@ -197,71 +202,4 @@ def _hex(value: bytes | None) -> str | None:
     return None if value is None else value.hex()
 
 
-def _unhex(value: str | None) -> bytes | None:
-    return None if value is None else bytes.fromhex(value)
-
-
-class VerstoreDataSource(DataSource):
-    """``spark.read.format("verstore")``: built by :func:`read_store`, which fills its one
-    option, ``request`` (JSON), and subclasses it to carry secret storage options."""
-
-    credentials: StorageCredentials | None = None
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> Any:
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        request = json.loads(self.options["request"])
-        _, settings = resolve(
-            request["root"], request["store"], request["lineage"], self._options(request)
-        )
-        if request.get("changes") is not None:
-            return from_arrow_schema(changes_schema(settings.columns))
-        return from_arrow_schema(output_schema(settings.columns))
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        request = json.loads(self.options["request"])
-        return _StoreReader(request, self._options(request))
-
-    def _options(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        hidden = {} if self.credentials is None else self.credentials.options
-        return {**request["storage_options"], **hidden}
-
-
-class _StoreReader(DataSourceReader):
-    def __init__(self, request: dict[str, Any], storage_options: dict[str, Any]) -> None:
-        self.request = request
-        # Pickled into the read tasks (their function, not a conf or the plan).
-        self.storage_options = StorageCredentials("read_store", storage_options)
-
-    def partitions(self) -> list[InputPartition]:
-        return [InputPartition(p) for p in self.request["partitions"]]
-
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        r = self.request
-        options = self.storage_options.options
-        ref, settings = resolve(r["root"], r["store"], r["lineage"], options)
-        if r.get("changes") is not None:
-            partitioning, number = partition.value
-            bounds = r["changes"]
-            yield from read_changes(ref, settings, number, partitioning=partitioning, **bounds)
-            return
-        yield from read_partition(
-            ref,
-            settings,
-            partition.value,
-            version=r["version"],
-            as_of=r["as_of"],
-            history=r["history"],
-            from_time=r["from_time"],
-            to_time=r["to_time"],
-            start=_unhex(r["start"]),
-            end=_unhex(r["end"]),
-            prefix=_unhex(r["prefix"]),
-        )
-
-
-__all__ = ["VerstoreDataSource", "read_store"]
+__all__ = ["read_store"]

@@ -24,6 +24,7 @@ from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.keeper import Keeper
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _metrics
+from verstore.spark._compat import to_arrow_schema
 from verstore.spark._conf import (
     PREFIX,
     StorageCredentials,
@@ -217,11 +218,9 @@ def _task(
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function each task runs: the partition function between the stores' open and
     commit, its output held until the commit, then the metrics row."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     # configure()'s secret storage options ride in ``run``'s pickled closure, never in a conf.
     credentials = plan_credentials(df.sparkSession)
-    out_arrow = to_arrow_schema(user, timezone="UTC")
+    out_arrow = to_arrow_schema(user)
     accumulator = _metrics.accumulator(df.sparkSession, name)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:

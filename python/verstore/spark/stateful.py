@@ -20,13 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
-
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from verstore._core import GroupHistory, VersionedStore
+from verstore.spark import _compat
 from verstore.spark._conf import StorageCredentials, active_credentials
 from verstore.spark._runtime import PartitionContext, StoreSpec, partition_stores
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+elif _compat.has(_compat.TRANSFORM_WITH_STATE):
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+else:  # PySpark 3.5: the class imports and subclasses; an instance names the version it needs
+    StatefulProcessor = _compat.unavailable(
+        "StatefulProcessor", _compat.TRANSFORM_WITH_STATE, "transformWithStateInPandas"
+    )
 
 #: The state schema for :func:`load_history` / :func:`save_history`: one binary field.
 HISTORY_STATE_SCHEMA = "history BINARY"
