@@ -20,9 +20,9 @@ def default_limit() -> Iterator[None]:
     verstore.set_memory_limit(verstore.DEFAULT_MEMORY_LIMIT_MB)
 
 
-def _open(path: Path, **kwargs: object) -> verstore.VersionedStore:
+def _open(path: Path, memory_limit_mb: int | None = None) -> verstore.VersionedStore:
     return verstore.VersionedStore(
-        path, history_retention_ms=10**9, write_ahead_log=False, **kwargs
+        path, history_retention_ms=10**9, write_ahead_log=False, memory_limit_mb=memory_limit_mb
     )
 
 
