@@ -151,6 +151,7 @@ SIMULATIONS := tests/test_checkpoint_simulation.py tests/test_checkpoint_simulat
   tests/test_checkpoint_simulation_rescale.py
 # The smoke run times nothing, so its JVM takes the tests' settings (tests/spark/conftest.py).
 BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000 \
+  VERSTORE_BENCH_LARGE_KEYS=20000 \
   SPARK_SUBMIT_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # The lanes of make test; together, pytest's whole suite once on .venv, the Spark cases marked

@@ -109,7 +109,10 @@ class Raw:
         self.batch_type = rocksdict.WriteBatch
 
     def entries(self, keys: pa.Array, times: pa.Array) -> list[bytes]:
-        return [k + t.to_bytes(8, "big") for k, t in zip(keys.to_pylist(), times.to_pylist(), strict=True)]
+        return [
+            k + t.to_bytes(8, "big")
+            for k, t in zip(keys.to_pylist(), times.to_pylist(), strict=True)
+        ]
 
     def put(self, names: list[bytes], values: list[bytes]) -> None:
         batch = self.batch_type(raw_mode=True)

@@ -863,6 +863,7 @@ class StorageError(VerstoreError):
 
 __all__ = [
     "CHANGELOG_HEADER_LEN",
+    "DEFAULT_MEMORY_LIMIT_MB",
     "NOT_PUT",
     "TUPLE_ENCODING",
     "VALID_TO_UNDEFINED",
@@ -871,6 +872,7 @@ __all__ = [
     "GroupHistory",
     "IncompatibleConfigError",
     "IncompatibleFormatError",
+    "MemoryUsage",
     "Scan",
     "StorageError",
     "StoreClosedError",
@@ -887,8 +889,10 @@ __all__ = [
     "decode_rows",
     "default_segment_interval_ms",
     "encode_rows",
+    "memory_usage",
     "read_changelog",
     "read_changelog_header",
+    "set_memory_limit",
     "sort_indices",
     "verify_changelog",
 ]

@@ -31,9 +31,6 @@ mod times;
 /// Gives mimalloc's free memory back to the system: it keeps freed pages for reuse, and the
 /// process's memory budget (`crate::memory`) counts what it keeps.
 fn give_back_memory() {
-    if std::env::var_os("VS_NO_COLLECT").is_some() {
-        return;
-    }
     #[expect(
         unsafe_code,
         reason = "mi_collect has no safe wrapper; it takes no pointer"
@@ -51,9 +48,6 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// a later call into the allocator the delay never ends, and an idle process kept what its
 /// stores had freed (measured: 85-134 MiB after the last store closed).
 fn purge_at_once() {
-    if std::env::var_os("VS_NO_PURGE").is_some() {
-        return;
-    }
     #[expect(
         unsafe_code,
         reason = "mi_option_set has no safe wrapper; it takes no pointer"

@@ -1,8 +1,8 @@
 //! Running a call as one transaction: on the write buffer, or written to storage at its end.
 
 use super::VersionedStore;
-use crate::memory;
 use crate::error::Result;
+use crate::memory;
 use crate::spool::Log;
 use crate::txn::Txn;
 use crate::view::reader::Reader;

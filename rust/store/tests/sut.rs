@@ -25,7 +25,6 @@ impl Backing {
                 buffer_bytes: Some(512),
                 latest_cache_bytes: Some(600),
                 row_cache_bytes: Some(2048),
-                ..RocksOptions::default()
             }),
         }
     }
