@@ -21,7 +21,6 @@ import pyarrow as pa
 def main(work: Path, memory_limit_mb: int) -> None:
     import verstore.spark
     from pyspark.sql import SparkSession
-
     from streams import Collector, run_available_now
 
     spark = (

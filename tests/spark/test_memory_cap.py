@@ -171,7 +171,7 @@ def test_asof_join_with_millions_of_keys_per_partition_under_a_memory_cap(
     oracle = _write_inputs(tmp_path)
     wrapper = tmp_path / "capped-python"
     wrapper.write_text(
-        f"#!/bin/sh\necho $$ > {capped_group / 'cgroup.procs'}\nexec {sys.executable} \"$@\"\n"
+        f'#!/bin/sh\necho $$ > {capped_group / "cgroup.procs"}\nexec {sys.executable} "$@"\n'
     )
     wrapper.chmod(0o755)
     # PySpark takes the workers' interpreter from the driver's PYSPARK_PYTHON.
@@ -198,7 +198,8 @@ def test_asof_join_with_millions_of_keys_per_partition_under_a_memory_cap(
         out = pa.ipc.open_file(source).read_all()
     got = dict(zip(out["id"].to_pylist(), out["price"].to_pylist(), strict=True))
     assert len(got) == out.num_rows == LOOKUPS
-    notes = zip(out["key"].to_pylist(), out["price"].to_pylist(), out["note"].to_pylist(), strict=True)
+    columns = (out[name].to_pylist() for name in ("key", "price", "note"))
+    notes = zip(*columns, strict=True)
     assert all(n == (None if p is None else f"{k:0100d}") for k, p, n in notes)
     wrong = {i: (got[i], p) for i, p in oracle.items() if got[i] != p}
     assert not wrong, f"{len(wrong)} lookups differ from the oracle, e.g. {list(wrong.items())[:5]}"
