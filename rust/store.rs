@@ -462,6 +462,11 @@ impl Drop for VersionedStore {
         }
         self.scans.close();
         memory::BUFFERS.recharge(self.buffer_charge, 0);
+        // Freed before the backend, whose last store gives the process's free memory back to
+        // the system when it closes (fields drop after this, backend first): freed after it,
+        // the caches stayed with the allocator (99 MiB after closing a store of 1 GiB budget).
+        self.cache = None;
+        self.buffer = None;
     }
 }
 pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {

@@ -111,9 +111,6 @@ const MERGE_OPERATOR: &str = "verstore.row_append.v2";
 )]
 fn full_merge(key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
     let operands: Vec<&[u8]> = operands.iter().collect();
-    if operands.len() < REPAIR_OPERANDS {
-        return Some(merge_appends(base, operands.iter().copied()));
-    }
     MERGED_BY_READS.with(|keys| {
         if let Ok(mut keys) = keys.try_borrow_mut()
             && let Some(keys) = keys.as_mut()
@@ -123,13 +120,6 @@ fn full_merge(key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Opti
     });
     Some(merge_appends(base, operands.iter().copied()))
 }
-
-/// Row appends a read merges before it writes the merged row back (`read_repair`). A row of a
-/// few appends (the common row: a key's versions of one segment interval) merges at a read for
-/// less than its write back costs, and the next compaction merges it for good: a first read
-/// of 300 000 such rows ran at 93 000 rows/s without the write backs, 66 000 with them. Every
-/// merged row in tests, so that the property tests meet repaired rows at every step.
-const REPAIR_OPERANDS: usize = if cfg!(test) { 1 } else { 8 };
 
 thread_local! {
     /// Keys whose rows a read on this thread merged from appends (`None`: not reading).
