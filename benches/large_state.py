@@ -15,6 +15,12 @@ Raw RocksDB holds one entry per key and version (key || big-endian time -> value
 ``WriteBatch`` with the write-ahead log off, read by ``MultiGet`` of the exact entries: no
 versioning, no return codes, no retention; the ceiling.
 
+``raw_rmw`` is the ceiling of any store that reads a key's newest version before it writes one
+(Kafka's put, which return codes and out-of-order writes need): per batch, one ``MultiGet`` of
+the keys' newest entries (``L`` || key -> time || value), then one ``WriteBatch`` of the new
+newest entries and, for keys that had one, the replaced version as a history entry (``H`` ||
+key || time -> value); reads as raw's. No segments, no retention, no return codes.
+
 Memory: the baseline is this process's RSS once the keys exist (the caller's data) and each call
 ran once on a few rows (so that the code the run executes is paged in), before the measured
 stores open; the peak is ``VmHWM`` after the baseline (``/proc/self/clear_refs``) minus it;
@@ -126,14 +132,34 @@ class Raw:
         self.db.close()
 
 
+class RawReadWrite(Raw):
+    def put_versions(self, keys: list[bytes], values: list[bytes], times: list[int]) -> None:
+        newest: list[Any] = [b"L" + k for k in keys]
+        olds: list[bytes | None] = self.db.get(newest) or []
+        batch = self.batch_type(raw_mode=True)
+        put = batch.put
+        for name, key, value, t, old in zip(newest, keys, values, times, olds, strict=True):
+            stamp = t.to_bytes(8, "big")
+            put(name, stamp + value)
+            if old is not None:
+                put(b"H" + key + old[:8], old[8:])
+        self.db.write(batch)
+
+
+KINDS = {"verstore": Verstore, "raw": Raw, "raw_rmw": RawReadWrite}
+
+
 def _warm_up(kind: str, root: str) -> None:
     """Runs each call once on a few rows, so that the code the run executes is paged in before
     the baseline (a library's code pages are not memory the store holds)."""
-    target: Any = (Verstore if kind == "verstore" else Raw)(f"{root}/warm", 1, 64)
+    target: Any = KINDS[kind](f"{root}/warm", 1, 64)
     keys = pa.array([b"warm-up"])
     if kind == "verstore":
         target.put(0, keys, keys, pa.array([0]))
         target.read(np.zeros(1, dtype=np.int64), keys, np.zeros(1, dtype=np.int64))
+    elif kind == "raw_rmw":
+        target.put_versions([b"warm-up"], [b"warm-up"], [0])
+        target.db.get([b"warm-up"])
     else:
         target.put([b"warm-up"], [b"warm-up"])
         target.db.get([b"warm-up"])
@@ -148,7 +174,7 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
     gc.collect()
     baseline = _status("VmRSS")
     _reset_peak()
-    target: Any = (Verstore if kind == "verstore" else Raw)(root, stores, budget_mb)
+    target: Any = KINDS[kind](root, stores, budget_mb)
     put_s, batch = 0.0, 0
     for version in range(VERSIONS):
         for start in range(0, keys, batch_rows):
@@ -160,6 +186,10 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
             if kind == "verstore":
                 began = time.perf_counter()
                 target.put(batch, key_slice, values, times)
+            elif kind == "raw_rmw":
+                rows = key_slice.to_pylist(), values.to_pylist(), times.to_pylist()
+                began = time.perf_counter()
+                target.put_versions(*rows)
             else:
                 names, value_list = target.entries(key_slice, times), values.to_pylist()
                 began = time.perf_counter()
@@ -172,7 +202,8 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
     # With several stores, batch b went to store b % stores: key i's store.
     owner = (probe_keys // batch_rows) % stores
     read_s = 0.0
-    for start in range(0, PROBES, PROBE_BATCH):
+    # raw_rmw's reads would be raw's (its history entries are raw's entries): not run again.
+    for start in range(0, PROBES if kind != "raw_rmw" else 0, PROBE_BATCH):
         index = probe_keys[start : start + PROBE_BATCH]
         times = probe_times[start : start + PROBE_BATCH]
         probe = key_array.take(pa.array(index))
@@ -200,7 +231,7 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
         "stores": stores,
         "batch_rows": batch_rows,
         "put_rows_per_s": versions / put_s,
-        "read_rows_per_s": PROBES / read_s,
+        "read_rows_per_s": PROBES / read_s if read_s else None,
         "peak_put_mb": peak_put,
         "peak_mb": peak,
         "after_close_mb": after_close,
@@ -210,7 +241,7 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["verstore", "raw"])
+    parser.add_argument("kind", choices=sorted(KINDS))
     parser.add_argument("keys", type=int)
     parser.add_argument("--budget-mb", type=int, default=256)
     parser.add_argument("--stores", type=int, default=1)

@@ -317,9 +317,9 @@ def large_state_table(py: list[Result]) -> list[str]:
     if not runs:
         return []
     lines = [
-        "| keys (versions) | store | budget | put rows/s | x raw | as-of read rows/s | x raw "
-        "| peak RSS over baseline | after close | disk bytes/version | x raw |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| keys (versions) | store | budget | put rows/s | x raw | x raw_rmw | as-of read rows/s "
+        "| x raw | peak RSS over baseline | after close | disk bytes/version | x raw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in runs:
         verstore = e["kind"] == "verstore"
@@ -328,10 +328,11 @@ def large_state_table(py: list[Result]) -> list[str]:
         def x(name: str, e: dict[str, Any] = e) -> str:
             return f"{e[name]:.2f}" if name in e else "-"
 
+        read = rate_text(e["read_rows_per_s"]) if e.get("read_rows_per_s") else "-"
         lines.append(
             f"| {e['keys']:,} ({4 * e['keys']:,}) | {e['kind']} | {budget} | "
-            f"{rate_text(e['put_rows_per_s'])} | {x('put_x_raw')} | "
-            f"{rate_text(e['read_rows_per_s'])} | {x('read_x_raw')} | {e['peak_mb']:.0f} MB | "
+            f"{rate_text(e['put_rows_per_s'])} | {x('put_x_raw')} | {x('put_x_raw_rmw')} | "
+            f"{read} | {x('read_x_raw')} | {e['peak_mb']:.0f} MB | "
             f"{e['after_close_mb']:.0f} MB | {e['disk_bytes_per_version']:.1f} | "
             f"{x('disk_x_raw')} |"
         )
@@ -344,13 +345,15 @@ def large_state_plot(py: list[Result], out: Path, plt: Any) -> str | None:
     if not runs:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
-    for kind, color in (("verstore", "tab:blue"), ("raw", "tab:gray")):
+    for kind, color in (("verstore", "tab:blue"), ("raw", "tab:gray"), ("raw_rmw", "tab:orange")):
         mine = sorted((e for e in runs if e["kind"] == kind), key=lambda e: e["keys"])
         keys = [e["keys"] for e in mine]
         for field, style, what in (
             ("put_rows_per_s", "-o", "put"),
             ("read_rows_per_s", "--s", "as-of read"),
         ):
+            if not all(e.get(field) for e in mine):
+                continue
             ax.plot(
                 keys, [1e6 / e[field] for e in mine], style, color=color, label=f"{kind} {what}"
             )

