@@ -146,7 +146,7 @@ rust-test: system-deps $(VENV)/.build-tool
 # The local-cluster jobs (two executors; one on the shipped wheel): processes of their own that
 # need no session of the test process. One lane, because they share Spark's work directory
 # (the local_cluster_work fixture).
-SPARK_JOB_TESTS := tests/spark/test_local_cluster.py tests/spark/test_wheel.py
+SPARK_JOB_TESTS := tests/spark/test_local_cluster.py tests/spark/test_wheel.py tests/spark/test_memory_cap.py
 SIMULATIONS := tests/test_checkpoint_simulation.py tests/test_checkpoint_simulation_harsh.py \
   tests/test_checkpoint_simulation_rescale.py
 # The smoke run times nothing, so its JVM takes the tests' settings (tests/spark/conftest.py).
