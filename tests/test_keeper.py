@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import verstore
 from checkpoint_helpers import cut_in_half, flip_byte
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint.keeper import Keeper
@@ -621,3 +622,39 @@ def test_a_holder_whose_directory_was_replaced_writes_nothing_into_the_new_copy(
     finally:
         holder.kill()
         holder.communicate()
+
+
+def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:
+    """A worker's budget under pressure (here: lowered below what its kept stores' write
+    buffers hold): the keeper's round has the idle stores write their buffers and empty their
+    caches, least recently used first, and they stay open with every committed write."""
+    keeper = Keeper(background=False, max_stores=4)
+    try:
+        for partition in range(3):
+            part = PartitionStore.open(
+                str(tmp_path / "root"), "prices", partition, 0, tmp_path / "local",
+                history_retention_ms=10**12, keeper=keeper,
+            )  # fmt: skip
+            keys = [f"p{partition}-{i:06d}".encode() for i in range(20_000)]
+            part.store.put_batch(keys, [b"v" * 64] * len(keys), list(range(len(keys))))
+            part.commit()
+        assert len(keeper.held()) == 3
+        held_buffers = verstore.memory_usage().write_buffer_bytes
+        assert held_buffers > 1 << 20, held_buffers  # the kept stores hold their buffers
+        verstore.set_memory_limit(16)  # write buffers' share: 1 MiB
+        assert verstore.memory_usage().under_pressure
+        keeper.tick()
+        usage = verstore.memory_usage()
+        assert not usage.under_pressure, usage
+        assert usage.write_buffer_bytes < held_buffers
+        for partition in range(3):
+            part = PartitionStore.open(
+                str(tmp_path / "root"), "prices", partition, 1, tmp_path / "local",
+                history_retention_ms=10**12, keeper=keeper,
+            )  # fmt: skip
+            assert part.stats.kept_open
+            assert part.store.get(f"p{partition}-019999".encode()).value == b"v" * 64
+            part.abort()
+    finally:
+        verstore.set_memory_limit(verstore.DEFAULT_MEMORY_LIMIT_MB)
+        keeper.stop()
