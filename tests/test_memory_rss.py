@@ -65,6 +65,8 @@ def test_peak_rss_stays_within_the_budget(
 ) -> None:
     result = _run(keys, budget_mb, stores, tmp_path)
     allowed = 1.1 * budget_mb + 32
+    print(f"\n{keys} keys, {budget_mb} MB, {stores} stores: peak {result['peak_mb']:.0f} MB "
+          f"(allowed {allowed:.0f}), after close {result['after_close_mb']:.0f} MB")  # fmt: skip
     assert result["peak_mb"] <= allowed, result
     assert result["after_close_mb"] <= 64, result
     assert result["put_rows_per_s"] > 0 and result["read_rows_per_s"] > 0, result
