@@ -63,7 +63,7 @@ class HeldStore:
         copy_of: What the copy is of (``PartitionStore``'s lineage and partitioning).
         commit: The commit the store holds.
         uploaded: The copy's upload map (``uploads``), updated by a snapshot.
-        memory_limit_mb: The memory limit the store was opened with.
+        memory_limit_mb: The cap on its own memory the store was opened with (None: none).
         stats: The commit's statistics, to which the deferred work adds (a snapshot's bytes).
         maintenance: Work the commit left for later (None: done).
     """

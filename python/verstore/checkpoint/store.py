@@ -141,8 +141,9 @@ class PartitionStore:
                 recorded, the state is rebuilt in a private directory that is removed at
                 :meth:`abort` (the working copy in ``local_dir`` is left as it is), and
                 :meth:`commit` is refused.
-            memory_limit_mb: The store's own memory (its write buffer, RocksDB's memtables and
-                its caches, see ``VersionedStore``); None for the store's defaults.
+            memory_limit_mb: A cap on the store's own memory (its write buffer and caches,
+                see ``VersionedStore``) within the process's memory budget
+                (``verstore.set_memory_limit``); None: no cap of its own.
             partitioning: Open the partition in this partitioning (a repartition's, which
                 reads the one it replaces and writes one it has not published yet:
                 ``verstore.checkpoint.repartition``). None: the lineage's partitioning that
