@@ -37,6 +37,7 @@ import os
 import shutil
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,17 +103,10 @@ class Verstore:
 
 class Raw:
     def __init__(self, root: str, stores: int, budget_mb: int) -> None:
-        import rocksdict
+        from .baselines import RawRocks  # here: a verstore run's process never loads rocksdict
 
-        options = rocksdict.Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.set_write_buffer_size(64 << 20)
-        self.db = rocksdict.Rdict(f"{root}/raw", options)
-        write = rocksdict.WriteOptions()
-        # A property at runtime; rocksdict's stubs declare it a method.
-        write.disable_wal = True  # type: ignore[method-assign, assignment]
-        self.db.set_write_options(write)
-        self.batch_type = rocksdict.WriteBatch
+        self.rocks = RawRocks(Path(root) / "raw")
+        self.db = self.rocks.db
 
     def entries(self, keys: pa.Array, times: pa.Array) -> list[bytes]:
         return [
@@ -121,11 +115,7 @@ class Raw:
         ]
 
     def put(self, names: list[bytes], values: list[bytes]) -> None:
-        batch = self.batch_type(raw_mode=True)
-        put = batch.put
-        for name, value in zip(names, values, strict=True):
-            put(name, value)
-        self.db.write(batch)
+        self.rocks.put_batch(names, values)
 
     def close(self) -> None:
         self.db.flush()
@@ -136,7 +126,9 @@ class RawReadWrite(Raw):
     def put_versions(self, keys: list[bytes], values: list[bytes], times: list[int]) -> None:
         newest: list[Any] = [b"L" + k for k in keys]
         olds: list[bytes | None] = self.db.get(newest) or []
-        batch = self.batch_type(raw_mode=True)
+        import rocksdict
+
+        batch = rocksdict.WriteBatch(raw_mode=True)
         put = batch.put
         for name, key, value, t, old in zip(newest, keys, values, times, olds, strict=True):
             stamp = t.to_bytes(8, "big")
