@@ -8,7 +8,7 @@
 //! | share | what | bounded by |
 //! |---|---|---|
 //! | 1/16 | write buffers of every store | a store writes its buffer to RocksDB when the total is past its share |
-//! | 1/16 | caches of latest values and of long history rows, every store's | a cache forgets half of itself when the total is past its share |
+//! | 1/16 | caches of latest values and of long history rows, every store's | a cache leaves new entries out, then forgets half of itself, when the total is past its share |
 //! | 3/8 | RocksDB's block cache: data, index and filter blocks, and the memtables charged to it (up to 1/16) | RocksDB's LRU cache (`backend/rocks/budget.rs`) |
 //! | 1/2 | headroom: what a write buffer's write copies (RocksDB's write batch, then its memtable: about twice the buffer), RocksDB's uncharged memory (table readers, iterators, flushes and compactions), a batch's read-ahead, results on their way to the caller, the allocator's slack | measured, not enforced |
 //!

@@ -647,6 +647,7 @@ def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> No
         usage = verstore.memory_usage()
         assert not usage.under_pressure, usage
         assert usage.write_buffer_bytes < held_buffers
+        assert len(keeper.held()) == 3  # given back, not closed
         for partition in range(3):
             part = PartitionStore.open(
                 str(tmp_path / "root"), "prices", partition, 1, tmp_path / "local",

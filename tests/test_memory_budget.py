@@ -45,11 +45,11 @@ def test_the_default_limit_applies_until_one_is_set() -> None:
 @pytest.mark.parametrize(
     ("limit", "error", "match"),
     [
-        (15, ValueError, "memory_limit_mb must be at least 16, got 15"),
-        (-1, ValueError, "memory_limit_mb must be at least 16, got -1"),
+        (15, ValueError, "limit_mb must be at least 16, got 15"),
+        (-1, ValueError, "limit_mb must be at least 16, got -1"),
         ("64", TypeError, "limit_mb must be int, got str"),
         (True, TypeError, "limit_mb must be int, got bool"),
-        (2**62, ValueError, "memory_limit_mb is too large"),
+        (2**62, ValueError, "limit_mb is too large"),
     ],
 )
 def test_a_bad_limit_is_refused_naming_it(limit: object, error: type, match: str) -> None:

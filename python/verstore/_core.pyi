@@ -583,8 +583,8 @@ def set_memory_limit(limit_mb: int) -> None:
 
     Split by what holds it: a sixteenth for the write buffers of every store (a store writes its
     buffer to RocksDB when they are past it), a sixteenth for their caches of latest values and
-    history rows (a cache forgets half of itself when they are past it), three eighths for
-    RocksDB's one block cache (data, index and filter blocks, and the memtables charged to it),
+    history rows (a cache leaves new entries out, then forgets half of itself, when they are
+    past it), three eighths for RocksDB's one block cache (data, index and filter blocks, and the memtables charged to it),
     and half as headroom for what is not bounded: a write buffer's write (RocksDB copies it
     twice: its write batch, then its memtable), RocksDB's own working memory (table readers,
     iterators, flushes, compactions) and the allocators' slack. A batch call holds its own rows'

@@ -11,11 +11,11 @@ use crate::MemoryUsage;
 /// Bytes in a MiB, as the limit is given.
 const MIB: usize = 1 << 20;
 
-/// Sets the process's memory budget in MiB (`VersionedStore(memory_limit_mb=...)` too).
+/// Sets the process's memory budget in MiB.
 pub(crate) fn set_limit_mb(limit_mb: usize) -> PyResult<()> {
-    let bytes = limit_mb.checked_mul(MIB).ok_or_else(|| {
-        PyValueError::new_err(format!("memory_limit_mb is too large: {limit_mb}"))
-    })?;
+    let bytes = limit_mb
+        .checked_mul(MIB)
+        .ok_or_else(|| PyValueError::new_err(format!("limit_mb is too large: {limit_mb}")))?;
     crate::set_memory_limit(bytes).map_err(to_py)
 }
 
@@ -27,14 +27,13 @@ pub(crate) fn set_memory_limit(py: Python<'_>, limit_mb: &Bound<'_, PyAny>) -> P
     }
     let Ok(value) = limit_mb.extract::<i64>() else {
         return Err(if limit_mb.is_instance_of::<PyInt>() {
-            PyValueError::new_err(format!("memory_limit_mb is too large: {limit_mb}"))
+            PyValueError::new_err(format!("limit_mb is too large: {limit_mb}"))
         } else {
             type_error("limit_mb", "int", limit_mb)
         });
     };
-    let mb = usize::try_from(value).map_err(|_| {
-        PyValueError::new_err(format!("memory_limit_mb must be at least 16, got {value}"))
-    })?;
+    let mb = usize::try_from(value)
+        .map_err(|_| PyValueError::new_err(format!("limit_mb must be at least 16, got {value}")))?;
     py.detach(|| set_limit_mb(mb))
 }
 

@@ -10,7 +10,9 @@ use crate::view::reader::Reader;
 impl VersionedStore {
     /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
     /// On any error nothing is written and the in-memory state (stream time, live segments)
-    /// is as before. So too on a panic, which pyo3 raises in Python as an exception after
+    /// is as before, but for one: a failed write of the write buffer at the end of the call
+    /// (the process's write buffers past their share), after which the call's writes stand
+    /// in the state and the store refuses every call (its `failure`). So too on a panic, which pyo3 raises in Python as an exception after
     /// which the store is used on: the panic goes on once the state is restored (and the
     /// transaction, dropped unfinished, has rolled back the write buffer).
     pub(crate) fn transaction<T>(

@@ -299,16 +299,20 @@ class Keeper:
         raise_crash: bool = False,
         settle: bool = False,
         release: bool = False,
+        work: bool = True,
     ) -> None:
         with held.busy:
             with self._mutex:
                 if self._held.get(held.local.dir) is not held:
                     return  # a task took it
             try:
-                held.maintain()
+                if work:
+                    held.maintain()
                 if settle:
                     held.settle()
                 if release:
+                    if not settle:  # flushed, LOCAL.json left alone: the owner settles
+                        held.store.flush()
                     held.store.release_memory()
             except BaseException as e:
                 # The commit is durable; what the failed work left is unknown, as after a
@@ -339,20 +343,24 @@ class Keeper:
 
     def _relieve_memory(self) -> None:
         """While the process's memory budget is under pressure (``memory_usage``): gives back
-        what idle stores hold, least recently used first (settled, so that their memtables are
-        flushed too, then ``release_memory``), and then closes them, until the pressure ends.
-        The stores in use by tasks give back their own as they write."""
+        what idle stores hold, least recently used first (flushed, so that their memtables go
+        too, and ``release_memory``; settled when this keeper runs their deferred work),
+        and then closes them while closing one lowers what the budget's holders use. The
+        stores in use by tasks give back their own as they write; pressure they cause costs
+        no idle store more than one close."""
         if not memory_usage().under_pressure:
             return
         with self._mutex:
             idle = sorted(self._held.values(), key=lambda h: h.idle_since)
+        ours = self._maintain_in_thread
         for held in idle:
-            self._maintain(held, settle=True, release=True)
+            self._maintain(held, work=ours, settle=ours, release=True)
             if not memory_usage().under_pressure:
                 return
         for held in idle:
+            before = _held_bytes()
             self._release(held, "memory pressure")
-            if not memory_usage().under_pressure:
+            if not memory_usage().under_pressure or _held_bytes() >= before:
                 return
 
     def _evict(self) -> None:
@@ -397,3 +405,9 @@ _PROCESS_MUTEX = threading.Lock()
 
 
 __all__ = ["HeldStore", "Keeper"]
+
+
+def _held_bytes() -> int:
+    """What the memory budget's holders use now, all together."""
+    usage = memory_usage()
+    return usage.write_buffer_bytes + usage.cache_bytes + usage.rocksdb_bytes
