@@ -583,15 +583,15 @@ def set_memory_limit(limit_mb: int) -> None:
 
     Split by what holds it: a sixteenth for the write buffers of every store (a store writes its
     buffer to RocksDB when they are past it), a sixteenth for their caches of latest values and
-    history rows (a cache leaves new entries out, then forgets half of itself, when they are
-    past it), three eighths for RocksDB's one block cache (data, index and filter blocks, and the memtables charged to it),
-    and half as headroom for what is not bounded: a write buffer's write (RocksDB copies it
-    twice: its write batch, then its memtable), RocksDB's own working memory (table readers,
-    iterators, flushes, compactions) and the allocators' slack. A batch call holds its own rows'
-    writes in memory until it returns, on top of this: about 850 bytes a row of 16-byte keys and
-    32-byte values at its peak (its writes, then RocksDB's write batch and memtable copies of
-    them), 85 MB for a call of 100 000 rows; so do results handed to the caller. Measured: peak
-    RSS within 1.1 x the limit + 32 MiB over the process's baseline for limits of 64 MiB
+    history rows (a cache leaves new entries out, then forgets half of itself, when they are past
+    it), three eighths for RocksDB's one block cache (data, index and filter blocks, and the
+    memtables charged to it), and half as headroom for what is not bounded: a write buffer's write
+    (RocksDB copies it twice: its write batch, then its memtable), RocksDB's own working memory
+    (table readers, iterators, flushes, compactions) and the allocators' slack. A batch call holds
+    its own rows' writes in memory until it returns, on top of this: about 850 bytes a row of
+    16-byte keys and 32-byte values at its peak (its writes, then RocksDB's write batch and memtable
+    copies of them), 85 MB for a call of 100 000 rows; so do results handed to the caller. Measured:
+    peak RSS within 1.1 x the limit + 32 MiB over the process's baseline for limits of 64 MiB
     (batches of up to 25 000 rows) to 1 GiB (batches of 100 000) (BENCHMARKS.md, large state).
 
     Takes effect at once for RocksDB's cache; the write buffers and caches follow as their

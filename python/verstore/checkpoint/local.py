@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verstore._checks import whole
 from verstore.checkpoint.layout import CommitRef
 from verstore.exceptions import StoreLockedError
 from verstore.location import TMP_MARK, sync_dir
@@ -69,13 +70,9 @@ class SavedBuffer:
         name, size, crc32 = obj.get("name"), obj.get("size"), obj.get("crc32")
         if not isinstance(name, str) or not BUFFER_NAME.fullmatch(name):
             raise ValueError("buffer name")  # a path, say, names no buffer of the copy
-        return SavedBuffer(name, _bounded(size, 1 << 63), _bounded(crc32, 1 << 32))
-
-
-def _bounded(number: Any, bound: int) -> int:
-    if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < bound:
-        raise ValueError("a saved buffer's size or checksum")
-    return number
+        if not whole(size, 0) or not whole(crc32, 0, 1 << 32):
+            raise ValueError("a saved buffer's size or checksum")
+        return SavedBuffer(name, size, crc32)
 
 
 @dataclass

@@ -24,6 +24,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from verstore._checks import whole
 from verstore.checkpoint.layout import FORMAT_VERSION, CommitRef
 from verstore.exceptions import CorruptionError
 from verstore.location import Location
@@ -76,11 +77,6 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _int(value: Any, low: int, high: int) -> int | None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value < high
-    return value if ok else None
-
-
 def decode_manifest(data: bytes, name: str, expected: CommitRef) -> Manifest:
     """Parses and verifies the manifest of commit ``expected`` read from file ``name``.
 
@@ -119,12 +115,12 @@ def decode_manifest(data: bytes, name: str, expected: CommitRef) -> Manifest:
         if not isinstance(entry, dict) or set(entry) != {"name", "durable", "size", "crc32"}:
             raise corrupt(f"snapshot manifest file {i} does not have the file fields")
         file_name, durable = entry["name"], entry["durable"]
-        size, crc = _int(entry["size"], 0, _MAX_SIZE), _int(entry["crc32"], 0, 2**32)
+        size, crc = entry["size"], entry["crc32"]
         if not isinstance(file_name, str) or not _FILE_NAME.fullmatch(file_name):
             raise corrupt(f"snapshot manifest file {i} has an unsafe name {file_name!r}")
         if not isinstance(durable, str) or not _DURABLE.fullmatch(durable):
             raise corrupt(f"snapshot manifest file {i} has an unsafe location {durable!r}")
-        if size is None or crc is None:
+        if not whole(size, 0, _MAX_SIZE) or not whole(crc, 0, 2**32):
             raise corrupt(f"snapshot manifest file {i} has a bad size or checksum")
         if file_name in seen:
             raise corrupt(f"snapshot manifest lists {file_name!r} twice")

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verstore._checks import whole
 from verstore._core import TUPLE_ENCODING
 from verstore.checkpoint.layout import FORMAT_VERSION, LineageFiles
 from verstore.checkpoint.partitioning import Partitioning, read_partitionings
@@ -217,14 +218,9 @@ class StoreSettings:
 #: A settings file larger than this is not a settings file (a hostile one must not exhaust
 #: memory).
 META_LIMIT = 1 << 20
-_I64 = 2**63
 
 _verified: dict[tuple[str, str], StoreSettings] = {}
 _verified_lock = threading.Lock()
-
-
-def _whole(value: Any, low: int, high: int = _I64) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
 
 
 def read_settings(files: LineageFiles) -> StoreSettings | None:
@@ -251,7 +247,7 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         raise CorruptionError(f"corrupt data in {name}: not JSON") from None
     if not isinstance(meta, dict):
         raise CorruptionError(f"corrupt data in {name}: not a JSON object")
-    if not _whole(meta.get("format_version"), 0):
+    if not whole(meta.get("format_version"), 0):
         raise CorruptionError(f"corrupt data in {name}: no format_version")
     if meta["format_version"] != FORMAT_VERSION:
         raise IncompatibleFormatError(
@@ -260,9 +256,9 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         )
     interval, partitions = meta.get("segment_interval_ms"), meta.get("num_partitions")
     if not (
-        _whole(meta.get("history_retention_ms"), 0)
-        and (interval is None or _whole(interval, 1))
-        and (partitions is None or _whole(partitions, 1, 2**31))
+        whole(meta.get("history_retention_ms"), 0)
+        and (interval is None or whole(interval, 1))
+        and (partitions is None or whole(partitions, 1, 2**31))
     ):
         raise CorruptionError(f"corrupt data in {name}: settings of the wrong type or range")
     columns = None

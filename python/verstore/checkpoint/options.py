@@ -7,7 +7,10 @@ The settings of the checkpoint protocol that are not part of a lineage's recorde
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from verstore._checks import whole
 
 
 @dataclass(frozen=True)
@@ -33,19 +36,19 @@ class CheckpointOptions:
     replay_chunk_records: int = 65_536
 
     def __post_init__(self) -> None:
-        def whole(name: str, low: int) -> None:
+        def check(name: str, low: int) -> None:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            if not whole(value, low, math.inf):
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
-        whole("snapshot_interval", 1)
-        whole("replay_chunk_records", 1)
+        check("snapshot_interval", 1)
+        check("replay_chunk_records", 1)
         if isinstance(self.min_versions_to_retain, int) and self.min_versions_to_retain == 1:
             raise ValueError(
                 "min_versions_to_retain must be >= 2, got 1: a retry of the last micro-batch "
                 "reopens the version before it"
             )
-        whole("min_versions_to_retain", 2)
+        check("min_versions_to_retain", 2)
         for name in ("lock_timeout_s", "orphan_grace_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from verstore._checks import whole
 from verstore.checkpoint.layout import (
     FORMAT_VERSION,
     REPARTITION_MARK,
@@ -157,8 +158,8 @@ def _decode(name: str, data: bytes, partitioning_id: int, before: Partitioning) 
     if not (
         obj["format_version"] == FORMAT_VERSION
         and obj["id"] == partitioning_id
-        and _whole(count, 1, 2**31)
-        and _whole(version, max(before.version, 1), 2**63 - 1)
+        and whole(count, 1, 2**31)
+        and whole(version, max(before.version, 1), 2**63 - 1)
         and match is not None
         and int(match.group(1)) == partitioning_id
     ):
@@ -167,10 +168,6 @@ def _decode(name: str, data: bytes, partitioning_id: int, before: Partitioning) 
             f"at or after version {before.version}: a field of the wrong type or range"
         )
     return Partitioning(partitioning_id, count, version, where)
-
-
-def _whole(value: Any, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
 
 
 def publish(files: LineageFiles, partitioning: Partitioning) -> None:
