@@ -30,8 +30,7 @@ from verstore.checkpoint.cleanup import cleanup
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
 from verstore.checkpoint.manifest import Manifest, decode_manifest, file_crc32
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, read_settings
-from verstore.checkpoint.options import CheckpointOptions
-from verstore.checkpoint.stats import CommitStats, OpenStats
+from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats
 from verstore.checkpoint.store import PartitionStore
 from verstore.location import Location
 

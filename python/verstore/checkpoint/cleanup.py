@@ -34,7 +34,7 @@ from verstore.checkpoint import faults, retirement
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, Listing, PartitionFiles
 from verstore.checkpoint.manifest import Manifest, read_manifest
-from verstore.checkpoint.options import CheckpointOptions
+from verstore.checkpoint.session import CheckpointOptions
 from verstore.exceptions import CorruptionError
 
 log = logging.getLogger("verstore.checkpoint")

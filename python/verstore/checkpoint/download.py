@@ -15,7 +15,7 @@ from pyarrow.fs import FileType
 
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
 from verstore.checkpoint.manifest import Manifest, ManifestFile, read_manifest
-from verstore.checkpoint.stats import OpenStats
+from verstore.checkpoint.session import OpenStats
 from verstore.checkpoint.uploads import upload_entry
 from verstore.exceptions import CorruptionError
 from verstore.location import Location

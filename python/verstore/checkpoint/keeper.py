@@ -43,7 +43,7 @@ from verstore._core import VersionedStore, memory_usage
 from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState, SavedBuffer
-from verstore.checkpoint.stats import CommitStats
+from verstore.checkpoint.session import CommitStats
 
 log = logging.getLogger("verstore.checkpoint")
 

@@ -17,9 +17,8 @@ from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.cleanup import cleanup
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
 from verstore.checkpoint.local import LocalCopy, LocalState
-from verstore.checkpoint.options import CheckpointOptions
+from verstore.checkpoint.session import CheckpointOptions, CommitStats
 from verstore.checkpoint.snapshot import snapshot_due, take_snapshot
-from verstore.checkpoint.stats import CommitStats
 from verstore.location import Location
 
 log = logging.getLogger("verstore.checkpoint")

@@ -16,7 +16,7 @@ from typing import Any
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.download import download_snapshot
 from verstore.checkpoint.layout import ROOT, CommitRef, PartitionFiles
-from verstore.checkpoint.stats import OpenStats
+from verstore.checkpoint.session import OpenStats
 from verstore.exceptions import CorruptionError, MissingVersionError
 from verstore.location import Location
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from verstore._core import CHANGELOG_HEADER_LEN, VersionedStore, read_changelog_header
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef
-from verstore.checkpoint.stats import OpenStats, Progress
+from verstore.checkpoint.session import OpenStats, Progress
 from verstore.exceptions import CorruptionError
 from verstore.location import TMP_MARK, Location
 

@@ -35,14 +35,13 @@ from verstore.checkpoint.layout import (
 )
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
-from verstore.checkpoint.options import CheckpointOptions
 from verstore.checkpoint.partitioning import Partitioning
 from verstore.checkpoint.post_commit import MARK_CLEAN, after_commit
 from verstore.checkpoint.rebuild import restore_base
 from verstore.checkpoint.replay import replay
 from verstore.checkpoint.reuse import check_not_behind_local, commits_to_catch_up
+from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats, Progress
 from verstore.checkpoint.snapshot import snapshot_due
-from verstore.checkpoint.stats import CommitStats, OpenStats, Progress
 from verstore.exceptions import (
     CorruptionError,
     FencedError,

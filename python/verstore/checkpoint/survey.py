@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pyarrow.fs import FileType
@@ -25,10 +25,9 @@ from verstore.checkpoint.layout import (
     lineages,
 )
 from verstore.checkpoint.manifest import read_manifest
+from verstore.checkpoint.session import Progress
 from verstore.exceptions import IncompatibleFormatError, VerstoreError
 from verstore.location import Location
-
-Progress = Callable[[str, int, int], None]
 
 
 def find_stores(loc: Location, only: str | None = None) -> Iterator[tuple[str, Location]]:
