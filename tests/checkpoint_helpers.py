@@ -62,7 +62,7 @@ from verstore.checkpoint import (
     layout,
 )
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.manifest import ManifestFile
+from verstore.checkpoint.uploads import ManifestFile
 from verstore.location import TMP_MARK, Location
 
 RETENTION_MS = 40

@@ -30,7 +30,7 @@ from verstore.checkpoint import (
     decode_manifest,
     meta,
 )
-from verstore.checkpoint.manifest import ManifestFile
+from verstore.checkpoint.uploads import ManifestFile
 from verstore.exceptions import FencedError
 from verstore.location import Location
 

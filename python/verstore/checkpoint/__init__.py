@@ -28,10 +28,10 @@ committed state. ``docs/checkpoint.md`` is the protocol; the modules are its con
 
 from verstore.checkpoint.cleanup import cleanup
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
-from verstore.checkpoint.manifest import Manifest, decode_manifest, file_crc32
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, read_settings
 from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats
 from verstore.checkpoint.store import PartitionStore
+from verstore.checkpoint.uploads import Manifest, decode_manifest, file_crc32
 from verstore.location import Location
 
 __all__ = [

@@ -30,11 +30,11 @@ import logging
 import time
 from typing import Any
 
-from verstore.checkpoint import faults, retirement
+from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, Listing, PartitionFiles
-from verstore.checkpoint.manifest import Manifest, read_manifest
 from verstore.checkpoint.session import CheckpointOptions
+from verstore.checkpoint.uploads import Manifest, read_manifest, read_retirement, write_retirement
 from verstore.exceptions import CorruptionError
 
 log = logging.getLogger("verstore.checkpoint")
@@ -106,7 +106,7 @@ def _retire_and_delete(
 ) -> None:
     """Retires ``candidates``, spares those a manifest or claim written since ``listing``
     names, deletes the rest, then the retirement."""
-    path = retirement.write(files, candidates)
+    path = write_retirement(files, candidates)
     faults.step("during_cleanup")
     again = files.listing()
     seen = set(listing.snapshots) | set(listing.claims)
@@ -128,7 +128,7 @@ def _forget_finished(
     may be deleting them now."""
     for path in listing.retirements:
         try:
-            named = retirement.read(files, path)
+            named = read_retirement(files, path)
         except (CorruptionError, OSError) as e:
             log.warning("cleanup: %s", e)
             continue

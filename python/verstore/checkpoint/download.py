@@ -14,9 +14,8 @@ from typing import Any
 from pyarrow.fs import FileType
 
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
-from verstore.checkpoint.manifest import Manifest, ManifestFile, read_manifest
 from verstore.checkpoint.session import OpenStats
-from verstore.checkpoint.uploads import upload_entry
+from verstore.checkpoint.uploads import Manifest, ManifestFile, read_manifest, upload_entry
 from verstore.exceptions import CorruptionError
 from verstore.location import Location
 

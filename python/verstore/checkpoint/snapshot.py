@@ -26,11 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from verstore._core import VersionedStore
-from verstore.checkpoint import faults, layout, retirement
+from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef, PartitionFiles
-from verstore.checkpoint.manifest import Manifest, ManifestFile, file_crc32
-from verstore.checkpoint.uploads import still_uploaded, upload_entry
+from verstore.checkpoint.uploads import (
+    Manifest,
+    ManifestFile,
+    file_crc32,
+    retired,
+    still_uploaded,
+    upload_entry,
+)
 from verstore.location import TMP_MARK, Location
 
 log = logging.getLogger("verstore.checkpoint")
@@ -75,7 +81,7 @@ def take_snapshot(
     tmp = scratch / f"{TMP_MARK}checkpoint-{uuid.uuid4().hex}"
     store.create_checkpoint(tmp)
     try:
-        retiring = retirement.retired(files, files.listing().retirements)
+        retiring = retired(files, files.listing().retirements)
         reusable = {
             name: entry
             for name, entry in still_uploaded(location, files, uploaded).items()
@@ -144,7 +150,7 @@ def _check_claim(location: Location, files: PartitionFiles, manifest: Manifest) 
             f"{location.describe(files.claim(manifest.ref))} is gone (a cleanup found its "
             "version no longer needed); the snapshot is not published"
         )
-    retiring = named & retirement.retired(files, listing.retirements)
+    retiring = named & retired(files, listing.retirements)
     if retiring:
         raise OSError(
             f"{location.describe(files.claim(manifest.ref))}: a cleanup is retiring "

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pyarrow.fs import FileType
 
 from verstore._core import verify_changelog
-from verstore.checkpoint import retirement
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import (
     META_NAME,
@@ -24,8 +23,8 @@ from verstore.checkpoint.layout import (
     PartitionFiles,
     lineages,
 )
-from verstore.checkpoint.manifest import read_manifest
 from verstore.checkpoint.session import Progress
+from verstore.checkpoint.uploads import read_manifest, read_retirement
 from verstore.exceptions import IncompatibleFormatError, VerstoreError
 from verstore.location import Location
 
@@ -157,7 +156,7 @@ def verify_partition(
             problems.append(str(e))
     for path in listing.retirements:
         try:
-            retirement.read(files, path)
+            read_retirement(files, path)
         except VerstoreError as e:
             problems.append(str(e))
     if not graph.reachable(tip):

@@ -7,10 +7,10 @@ from typing import Any
 
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
-from verstore.checkpoint.manifest import read_manifest
 from verstore.checkpoint.meta import read_settings
 from verstore.checkpoint.partitioning import every_partition
 from verstore.checkpoint.survey import find_lineages
+from verstore.checkpoint.uploads import read_manifest
 from verstore.location import Location
 
 
