@@ -37,9 +37,12 @@ from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedB
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.checkpoint.partitioning import Partitioning
 from verstore.checkpoint.post_commit import MARK_CLEAN, after_commit
-from verstore.checkpoint.rebuild import restore_base
-from verstore.checkpoint.replay import replay
-from verstore.checkpoint.reuse import check_not_behind_local, commits_to_catch_up
+from verstore.checkpoint.restore import (
+    check_not_behind_local,
+    commits_to_catch_up,
+    replay,
+    restore_base,
+)
 from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats, Progress
 from verstore.checkpoint.snapshot import snapshot_due
 from verstore.exceptions import (
