@@ -26,8 +26,8 @@ committed state. ``docs/checkpoint.md`` is the protocol; the modules are its con
 * ``faults``: fault injection points for tests.
 """
 
-from verstore.checkpoint.cleanup import cleanup
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
+from verstore.checkpoint.maintenance import cleanup
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, read_settings
 from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats
 from verstore.checkpoint.store import PartitionStore

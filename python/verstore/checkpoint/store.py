@@ -34,9 +34,9 @@ from verstore.checkpoint.layout import (
     PartitionFiles,
 )
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
+from verstore.checkpoint.maintenance import MARK_CLEAN, after_commit, snapshot_due
 from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
 from verstore.checkpoint.partitioning import Partitioning
-from verstore.checkpoint.post_commit import MARK_CLEAN, after_commit
 from verstore.checkpoint.restore import (
     check_not_behind_local,
     commits_to_catch_up,
@@ -44,7 +44,6 @@ from verstore.checkpoint.restore import (
     restore_base,
 )
 from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats, Progress
-from verstore.checkpoint.snapshot import snapshot_due
 from verstore.exceptions import (
     CorruptionError,
     FencedError,
