@@ -28,7 +28,7 @@ from verstore.checkpoint import (
     Manifest,
     PartitionStore,
     decode_manifest,
-    meta,
+    lineage,
 )
 from verstore.checkpoint.uploads import ManifestFile
 from verstore.exceptions import FencedError
@@ -93,7 +93,7 @@ def built(
 @pytest.fixture
 def new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget the lineage settings this process verified (a new process reads them again)."""
-    monkeypatch.setattr(meta, "_verified", {})
+    monkeypatch.setattr(lineage, "_verified", {})
 
 
 def test_the_template_has_the_layout_the_tests_assume(

@@ -30,8 +30,8 @@ import verstore
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
+from verstore.checkpoint.lineage import read_settings
 from verstore.checkpoint.maintenance import cleanup
-from verstore.checkpoint.meta import read_settings
 from verstore.checkpoint.survey import verify_partition
 from verstore.location import Location
 

@@ -20,7 +20,7 @@ from typing import Any
 from verstore._core import read_changelog
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef
-from verstore.checkpoint.meta import ColumnLayout, StoreSettings
+from verstore.checkpoint.lineage import ColumnLayout, StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.exceptions import CorruptionError, MissingVersionError
 from verstore.reader import PARTITION, StoreRef

@@ -17,7 +17,7 @@ from typing import Any
 
 from verstore.changes import changes_schema, partitions_of_changes, read_changes
 from verstore.checkpoint import LineageFiles, read_settings
-from verstore.checkpoint.partitioning import every_partition
+from verstore.checkpoint.lineage import every_partition
 from verstore.checkpoint.survey import (
     find_lineages,
     find_stores,

@@ -27,8 +27,8 @@ committed state. ``docs/checkpoint.md`` is the protocol; the modules are its con
 """
 
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
+from verstore.checkpoint.lineage import ColumnLayout, StoreSettings, read_settings
 from verstore.checkpoint.maintenance import cleanup
-from verstore.checkpoint.meta import ColumnLayout, StoreSettings, read_settings
 from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats
 from verstore.checkpoint.store import PartitionStore
 from verstore.checkpoint.uploads import Manifest, decode_manifest, file_crc32

@@ -30,9 +30,15 @@ from typing import Any
 from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.meta import StoreSettings, check_or_create, read_settings
-from verstore.checkpoint.partitioning import Partitioning, mark, new_dir
-from verstore.checkpoint.partitioning import publish as write_record
+from verstore.checkpoint.lineage import (
+    Partitioning,
+    StoreSettings,
+    check_or_create,
+    mark,
+    new_dir,
+    read_settings,
+)
+from verstore.checkpoint.lineage import publish as write_record
 from verstore.checkpoint.session import CheckpointOptions
 from verstore.checkpoint.store import PartitionStore
 from verstore.exceptions import IncompatibleConfigError, MissingVersionError

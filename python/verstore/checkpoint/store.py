@@ -33,10 +33,9 @@ from verstore.checkpoint.layout import (
     Listing,
     PartitionFiles,
 )
+from verstore.checkpoint.lineage import ColumnLayout, Partitioning, StoreSettings, check_or_create
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.maintenance import MARK_CLEAN, after_commit, snapshot_due
-from verstore.checkpoint.meta import ColumnLayout, StoreSettings, check_or_create
-from verstore.checkpoint.partitioning import Partitioning
 from verstore.checkpoint.restore import (
     check_not_behind_local,
     commits_to_catch_up,

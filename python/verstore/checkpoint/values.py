@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verstore.checkpoint.meta import EVOLVED_MARK, StoreSettings
+from verstore.checkpoint.lineage import EVOLVED_MARK, StoreSettings
 from verstore.exceptions import CorruptionError
 
 PREFIX_LEN = 3

@@ -1,7 +1,7 @@
 """``repartition_store``: a stopped query's store moved to another number of partitions.
 
 Two Spark jobs between driver steps (``verstore.checkpoint.repartition`` has the steps and
-``verstore.checkpoint.partitioning`` why a crash anywhere leaves the old state or the new one):
+``verstore.checkpoint.lineage`` why a crash anywhere leaves the old state or the new one):
 the driver marks the old partitions; one job reads every old partition at the version the query
 resumes from, routes each key's versions with the partitioning the helpers use
 (``DataFrame.repartition(n, *key columns)`` on the decoded key columns: Spark's hash of the

@@ -421,7 +421,7 @@ class _AsofPartition:
 def _value_prefix(codec: ValueCodec) -> bytes:
     """What ``ValueCodec.encode`` writes before a value's tuple encoding: nothing under a
     lineage's first layout, ``FE ‖ layout (u16 big-endian)`` under a later one."""
-    from verstore.checkpoint.meta import EVOLVED_MARK
+    from verstore.checkpoint.lineage import EVOLVED_MARK
 
     if codec.layout_id == 0:
         return b""

@@ -1,53 +1,181 @@
-"""A lineage's settings (``<root>/<store>/q=<lineage>/_meta.json``), written once, checked on
-every open.
+"""What a lineage records once and checks on every open: its settings and partitionings.
 
-```json
-{"format_version": 2, "store": "prices", "lineage": "<query id>",
- "history_retention_ms": 604800000, "segment_interval_ms": null, "num_partitions": 8,
- "columns": {"encoding": "verstore-tuple-1", "key": [["symbol", "string"]],
-             "value": [["price", "double"]]}}
-```
-
-Everything here decides how stored bytes are read: the store's semantics (retention, segment
-interval), which partition a key lives in (``num_partitions``) and how the Spark helpers encoded
-keys and values (``columns``: the encoding and the Arrow type of every column). Opening a
-lineage with other settings is an :class:`IncompatibleConfigError` naming both; ``None`` for
-``num_partitions`` or ``columns`` records and checks nothing (the caller does not know them).
-
-The file is immutable once written, so a process remembers the settings it verified and does
-not read them again on every task.
-
-**Value schema evolution.** A query restarted with other value columns keeps its state when
-every change is one a reader can apply to the bytes already stored: a value column added (older
-versions read it as null), one dropped, or one widened (a signed integer to a wider one, float32
-to float64). Each such layout is recorded as ``_columns-<id>.json`` beside ``_meta.json`` (id 1,
-2, ...; written once, never replaced) and its values are written with a 3-byte prefix naming it
-(``FE`` and the id, u16 big-endian: a tuple-encoded row never starts with ``FE``), so every
-stored value, in state, snapshots and changelogs alike, says which layout wrote it
-(``verstore.checkpoint.values``). Key columns, the encoding, narrowing and any other change of
-type stay refused. Like ``_meta.json``, every evolution file is hostile input.
+``_meta.json`` holds the settings that decide how stored bytes are read (history retention,
+segment interval, partition count, the tuple encoding and the Arrow type of every column);
+opening a lineage with other settings is an :class:`IncompatibleConfigError` naming both.
+``_columns-<id>.json`` records each value layout a schema evolution added, and
+``_partitioning-<id>.json`` each partition count a repartition published, from the version it
+serves. Every one is written once by a conditional create and is hostile input when read. The
+formats and rules: docs/checkpoint.md, "`_meta.json`" and "Repartitioning".
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import posixpath
+import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from verstore._checks import whole
 from verstore._core import TUPLE_ENCODING
-from verstore.checkpoint.layout import FORMAT_VERSION, LineageFiles
-from verstore.checkpoint.partitioning import Partitioning, read_partitionings
+from verstore.checkpoint.layout import (
+    FORMAT_VERSION,
+    REPARTITION_MARK,
+    LineageFiles,
+    PartitionFiles,
+)
 from verstore.exceptions import (
     CorruptionError,
     IncompatibleConfigError,
     IncompatibleFormatError,
     MissingVersionError,
 )
+
+#: Records past this many are not read (a hostile directory must not make opens endless).
+MAX_PARTITIONINGS = 1000
+RECORD_LIMIT = 64 << 10
+_DIR_RE = re.compile(r"partitioning-([1-9][0-9]{0,3})-[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """The partitions of a lineage from ``version`` on.
+
+    Attributes:
+        id: 0 for the count of ``_meta.json``, then 1, 2, ... per repartition.
+        num_partitions: The partition count (``None``: the lineage recorded none).
+        version: The first version this partitioning serves.
+        dir: Its directory relative to the lineage's (``""`` for partitioning 0).
+    """
+
+    id: int
+    num_partitions: int | None
+    version: int = 0
+    dir: str = ""
+
+    def files(self, lineage: LineageFiles, partition: int) -> PartitionFiles:
+        """The directory of ``partition`` in this partitioning."""
+        return lineage.partition(partition, self.dir)
+
+    def partitions(self, lineage: LineageFiles) -> list[int]:
+        """Its partitions that have a directory."""
+        return lineage.partitions(self.dir)
+
+
+def every_partition(
+    files: LineageFiles, settings: StoreSettings | None
+) -> Iterator[tuple[Partitioning, int, PartitionFiles]]:
+    """Every partition directory of every partitioning a lineage recorded (only the first
+    when its settings are unknown), oldest partitioning first."""
+    found = settings.partitionings if settings is not None and settings.partitionings else ()
+    for partitioning in found or (Partitioning(0, None),):
+        for partition in partitioning.partitions(files):
+            yield partitioning, partition, partitioning.files(files, partition)
+
+
+def record_path(files: LineageFiles, partitioning_id: int) -> str:
+    return posixpath.join(files.dir, f"_partitioning-{partitioning_id}.json")
+
+
+def new_dir(partitioning_id: int) -> str:
+    """A fresh directory name for partitioning ``partitioning_id``: a repartition that failed
+    before its publish leaves its directory behind, and the next attempt must not write into it."""
+    return f"partitioning-{partitioning_id}-{os.urandom(8).hex()}"
+
+
+def read_partitionings(files: LineageFiles, first: Partitioning) -> list[Partitioning]:
+    """``first`` and every partitioning recorded after it, oldest first.
+
+    Raises:
+        CorruptionError: A record is damaged, too large, or contradicts its predecessor.
+    """
+    out = [first]
+    for partitioning_id in range(1, MAX_PARTITIONINGS + 1):
+        path = record_path(files, partitioning_id)
+        name = files.location.describe(path)
+        try:
+            data = files.location.read_bytes(path, RECORD_LIMIT)
+        except FileNotFoundError:
+            _check_no_gap(files, len(out))
+            return out
+        except ValueError:
+            raise CorruptionError(
+                f"corrupt data in {name}: larger than {RECORD_LIMIT} bytes"
+            ) from None
+        out.append(_decode(name, data, partitioning_id, out[-1]))
+    raise CorruptionError(
+        f"{files.location.describe(files.dir)} holds over {MAX_PARTITIONINGS} partitionings"
+    )
+
+
+_RECORD_RE = re.compile(r"_partitioning-([1-9][0-9]{0,3})\.json")
+
+
+def _check_no_gap(files: LineageFiles, missing: int) -> None:
+    """Records are read by id until one is missing: a later one beyond it means a record was
+    lost, and the partitioning in force would silently be an older one."""
+    for info in files.location.list(files.dir):
+        match = _RECORD_RE.fullmatch(info.base_name)
+        if match and int(match.group(1)) > missing:
+            raise CorruptionError(
+                f"{files.location.describe(files.dir)} holds {info.base_name} but not "
+                f"_partitioning-{missing}.json: a repartition's record is missing"
+            )
+
+
+def _decode(name: str, data: bytes, partitioning_id: int, before: Partitioning) -> Partitioning:
+    try:
+        obj: Any = json.loads(data)
+    except (ValueError, RecursionError):
+        raise CorruptionError(f"corrupt data in {name}: not JSON") from None
+    fields = {"format_version", "id", "num_partitions", "version", "dir"}
+    if not isinstance(obj, dict) or set(obj) != fields:
+        raise CorruptionError(f"corrupt data in {name}: not a partitioning record")
+    count, version, where = obj["num_partitions"], obj["version"], obj["dir"]
+    match = _DIR_RE.fullmatch(where) if isinstance(where, str) else None
+    if not (
+        obj["format_version"] == FORMAT_VERSION
+        and obj["id"] == partitioning_id
+        and whole(count, 1, 2**31)
+        and whole(version, max(before.version, 1), 2**63 - 1)
+        and match is not None
+        and int(match.group(1)) == partitioning_id
+    ):
+        raise CorruptionError(
+            f"corrupt data in {name}: not the record of partitioning {partitioning_id} starting "
+            f"at or after version {before.version}: a field of the wrong type or range"
+        )
+    return Partitioning(partitioning_id, count, version, where)
+
+
+def publish(files: LineageFiles, partitioning: Partitioning) -> None:
+    """Writes ``partitioning``'s record: the step that makes it the lineage's. The record is a
+    conditional create (``Location.create_new``): of two repartitions that publish the same id
+    at the same moment, exactly one succeeds.
+
+    Raises:
+        FileExistsError: Another repartition published this id first.
+    """
+    body = {
+        "format_version": FORMAT_VERSION,
+        "id": partitioning.id,
+        "num_partitions": partitioning.num_partitions,
+        "version": partitioning.version,
+        "dir": partitioning.dir,
+    }
+    files.location.create_new(record_path(files, partitioning.id), json.dumps(body).encode())
+
+
+def mark(files: PartitionFiles) -> None:
+    """Leaves a repartition's mark in a partition directory (see the module)."""
+    files.location.create_new(
+        posixpath.join(files.dir, REPARTITION_MARK + os.urandom(8).hex()), b""
+    )
 
 
 @dataclass(frozen=True)
@@ -477,8 +605,14 @@ def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) 
 __all__ = [
     "EVOLVED_MARK",
     "ColumnLayout",
+    "Partitioning",
     "StoreSettings",
     "check_or_create",
+    "every_partition",
     "evolution_problem",
+    "mark",
+    "new_dir",
+    "publish",
+    "read_partitionings",
     "read_settings",
 ]
