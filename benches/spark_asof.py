@@ -586,7 +586,7 @@ def profile_partition(
     import time
 
     import pyarrow.compute as pc
-    from verstore.checkpoint.keeper import Keeper
+    from verstore.checkpoint.kept import Keeper
     from verstore.spark import _runtime as R
     from verstore.spark._conf import TaskConf
     from verstore.spark._spill import RowBuffer, SpillArea

@@ -12,7 +12,7 @@ event goes back as one JSON object per line on stdout:
 
 Commands: ``open`` (an attempt: open, dump what it opened, apply the batch's writes), ``commit``,
 ``abort``, ``settle``, ``reset``. With ``"keep": true`` an open takes the store from the process's
-keeper when it holds it, and the commit leaves the store there (``verstore.checkpoint.keeper``);
+keeper when it holds it, and the commit leaves the store there (``verstore.checkpoint.kept``);
 the work the commit defers then runs right after it, inside the command, so that it stops at
 its steps too (and, with ``"settle": true``, the store is settled: flushed and clean); its
 failures are not the commit's, as in the keeper's thread. The keeper's own thread hands kept
@@ -44,7 +44,7 @@ from typing import IO, Any
 import verstore
 import verstore._core as core
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults, layout
-from verstore.checkpoint.keeper import Keeper
+from verstore.checkpoint.kept import Keeper
 from verstore.location import Location
 from verstore.storage import ObjectStorage, Storage
 

@@ -29,10 +29,10 @@ import pytest
 import verstore
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults
 from verstore.checkpoint import repartition as steps
+from verstore.checkpoint.inspect import verify_partition
 from verstore.checkpoint.layout import LineageFiles
 from verstore.checkpoint.lineage import read_settings
 from verstore.checkpoint.maintenance import cleanup
-from verstore.checkpoint.survey import verify_partition
 from verstore.location import Location
 
 pytest.register_assert_rewrite("checkpoint_helpers")

@@ -45,9 +45,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults, layout
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.keeper import Keeper
+from verstore.checkpoint.inspect import verify_partition
+from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.layout import ROOT, LineageFiles
-from verstore.checkpoint.survey import verify_partition
 from verstore.exceptions import FencedError
 from verstore.location import Location
 from verstore.reader import read_partition, resolve

@@ -1,4 +1,4 @@
-"""Stores kept open between tasks (``verstore.checkpoint.keeper``, docs/checkpoint.md "Stores
+"""Stores kept open between tasks (``verstore.checkpoint.kept``, docs/checkpoint.md "Stores
 kept open"): reuse in the same process, handoff to another process, a holder killed with
 SIGKILL, a kept store that the partition moved past, failures of the deferred commit work.
 
@@ -24,7 +24,7 @@ import pytest
 import verstore
 from checkpoint_helpers import cut_in_half, flip_byte
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
-from verstore.checkpoint.keeper import Keeper
+from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
 from verstore.exceptions import FencedError
 
@@ -265,7 +265,7 @@ HOLDER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from verstore.checkpoint import CheckpointOptions, PartitionStore
-    from verstore.checkpoint.keeper import Keeper
+    from verstore.checkpoint.kept import Keeper
 
     root, local, batches, maintain = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     keeper = Keeper(maintain=maintain == "maintain", settle_s=0.05)
@@ -440,7 +440,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     from verstore.checkpoint import CheckpointOptions, LineageFiles, Location, PartitionStore
     from verstore.checkpoint.chain import Graph
-    from verstore.checkpoint.keeper import Keeper
+    from verstore.checkpoint.kept import Keeper
     from verstore.exceptions import FencedError
 
     root, local, seed = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
@@ -479,7 +479,7 @@ def test_two_workers_take_turns_and_get_killed(tmp_path: Path) -> None:
 
     import verstore
     from verstore.checkpoint import LineageFiles, Location
-    from verstore.checkpoint.survey import verify_partition
+    from verstore.checkpoint.inspect import verify_partition
 
     root, local = str(tmp_path / "root"), tmp_path / "local"
     rng = random.Random(5)
@@ -569,7 +569,7 @@ STALE_HOLDER = textwrap.dedent(
     import sys
     from pathlib import Path
     from verstore.checkpoint import CheckpointOptions, PartitionStore
-    from verstore.checkpoint.keeper import Keeper
+    from verstore.checkpoint.kept import Keeper
 
     root, local = sys.argv[1], Path(sys.argv[2])
     keeper = Keeper(background=False, maintain=False)  # nothing runs until close_all

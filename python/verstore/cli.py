@@ -17,14 +17,14 @@ from typing import Any
 
 from verstore.changes import changes_schema, partitions_of_changes, read_changes
 from verstore.checkpoint import LineageFiles, read_settings
-from verstore.checkpoint.lineage import every_partition
-from verstore.checkpoint.survey import (
+from verstore.checkpoint.inspect import (
     find_lineages,
     find_stores,
     format1_error,
     summarize,
     verify_partition,
 )
+from verstore.checkpoint.lineage import every_partition
 from verstore.exceptions import VerstoreError
 from verstore.location import Location
 from verstore.reader import NEWEST, output_schema, read_partition, reading, resolve

@@ -24,7 +24,7 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.keeper import HeldStore, Keeper
+from verstore.checkpoint.kept import HeldStore, Keeper
 from verstore.checkpoint.layout import (
     MAX_VERSION,
     ROOT,
@@ -150,7 +150,7 @@ class PartitionStore:
                 serves ``version``, as the settings say.
             keeper: Keep the store open after :meth:`commit`, for the next task of this
                 partition in this process, and take it from there if the keeper holds it
-                (``verstore.checkpoint.keeper``). Ignored by a read-only open.
+                (``verstore.checkpoint.kept``). Ignored by a read-only open.
 
         Raises:
             ValueError: A bad version, partition, store name or lineage, or (for writing) a

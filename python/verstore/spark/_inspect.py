@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from verstore.checkpoint.chain import Graph
+from verstore.checkpoint.inspect import find_lineages
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
 from verstore.checkpoint.lineage import every_partition, read_settings
-from verstore.checkpoint.survey import find_lineages
 from verstore.checkpoint.uploads import read_manifest
 from verstore.location import Location
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from verstore._core import VersionedStore, set_memory_limit
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
-from verstore.checkpoint.keeper import Keeper
+from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _metrics
 from verstore.spark._compat import to_arrow_schema
