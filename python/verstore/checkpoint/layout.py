@@ -24,6 +24,7 @@ file; other names are not verstore's and are left alone.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -291,6 +292,38 @@ class PartitionFiles:
         yield from self.location.list(self.sst_dir)
 
 
+def read_limited(location: Location, path: str, limit: int, what: str) -> bytes:
+    """The bytes of ``path``, read no further than ``limit``: every checkpoint file is hostile
+    input, and one larger than any ``what`` could be must not exhaust memory.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        CorruptionError: Naming the file: larger than ``limit``.
+        OSError: The file cannot be read (a storage error).
+    """
+    try:
+        return location.read_bytes(path, limit)
+    except ValueError:
+        raise CorruptionError(
+            f"corrupt data in {location.describe(path)}: larger than {limit} bytes, not {what}"
+        ) from None
+
+
+def read_record(location: Location, path: str, limit: int, what: str) -> Any:
+    """The JSON value of the record ``path`` (:func:`read_limited`).
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        CorruptionError: Naming the file: larger than ``limit``, or not JSON.
+        OSError: The file cannot be read (a storage error).
+    """
+    data = read_limited(location, path, limit, what)
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        raise CorruptionError(f"corrupt data in {location.describe(path)}: not JSON") from None
+
+
 __all__ = [
     "FORMAT_VERSION",
     "NO_ATTEMPT",
@@ -303,4 +336,6 @@ __all__ = [
     "Snapshot",
     "lineages",
     "new_attempt",
+    "read_limited",
+    "read_record",
 ]

@@ -17,7 +17,7 @@ import os
 import posixpath
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from verstore.checkpoint.layout import (
     REPARTITION_MARK,
     LineageFiles,
     PartitionFiles,
+    read_record,
 )
 from verstore.exceptions import (
     CorruptionError,
@@ -95,22 +96,34 @@ def read_partitionings(files: LineageFiles, first: Partitioning) -> list[Partiti
         CorruptionError: A record is damaged, too large, or contradicts its predecessor.
     """
     out = [first]
-    for partitioning_id in range(1, MAX_PARTITIONINGS + 1):
-        path = record_path(files, partitioning_id)
-        name = files.location.describe(path)
+    records = _numbered(files, record_path, RECORD_LIMIT, "partitioning record", MAX_PARTITIONINGS)
+    for partitioning_id, name, obj in records:
+        out.append(_decode(name, obj, partitioning_id, out[-1]))
+    _check_no_gap(files, len(out))
+    return out
+
+
+def _numbered(
+    files: LineageFiles,
+    path_of: Callable[[LineageFiles, int], str],
+    limit: int,
+    what: str,
+    most: int,
+) -> Iterator[tuple[int, str, Any]]:
+    """``(id, file name, JSON)`` of the records numbered 1, 2, ... until one is missing: a
+    lineage's records written once each, one id after the other.
+
+    Raises:
+        CorruptionError: A record is too large or not JSON, or there are over ``most``.
+    """
+    for record_id in range(1, most + 1):
+        path = path_of(files, record_id)
         try:
-            data = files.location.read_bytes(path, RECORD_LIMIT)
+            obj = read_record(files.location, path, limit, f"a {what}")
         except FileNotFoundError:
-            _check_no_gap(files, len(out))
-            return out
-        except ValueError:
-            raise CorruptionError(
-                f"corrupt data in {name}: larger than {RECORD_LIMIT} bytes"
-            ) from None
-        out.append(_decode(name, data, partitioning_id, out[-1]))
-    raise CorruptionError(
-        f"{files.location.describe(files.dir)} holds over {MAX_PARTITIONINGS} partitionings"
-    )
+            return
+        yield record_id, files.location.describe(path), obj
+    raise CorruptionError(f"{files.location.describe(files.dir)} holds over {most} {what}s")
 
 
 _RECORD_RE = re.compile(r"_partitioning-([1-9][0-9]{0,3})\.json")
@@ -128,11 +141,7 @@ def _check_no_gap(files: LineageFiles, missing: int) -> None:
             )
 
 
-def _decode(name: str, data: bytes, partitioning_id: int, before: Partitioning) -> Partitioning:
-    try:
-        obj: Any = json.loads(data)
-    except (ValueError, RecursionError):
-        raise CorruptionError(f"corrupt data in {name}: not JSON") from None
+def _decode(name: str, obj: Any, partitioning_id: int, before: Partitioning) -> Partitioning:
     fields = {"format_version", "id", "num_partitions", "version", "dir"}
     if not isinstance(obj, dict) or set(obj) != fields:
         raise CorruptionError(f"corrupt data in {name}: not a partitioning record")
@@ -359,20 +368,11 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         IncompatibleFormatError: Another layout version wrote it, or its keys and values are in
             another version of the tuple encoding.
     """
-    loc = files.location
-    name = loc.describe(files.meta)
+    name = files.location.describe(files.meta)
     try:
-        data = loc.read_bytes(files.meta, META_LIMIT)
+        meta = read_record(files.location, files.meta, META_LIMIT, "a settings file")
     except FileNotFoundError:
         return None
-    except ValueError:
-        raise CorruptionError(
-            f"corrupt data in {name}: larger than {META_LIMIT} bytes, not a settings file"
-        ) from None
-    try:
-        meta = json.loads(data)
-    except (ValueError, RecursionError):
-        raise CorruptionError(f"corrupt data in {name}: not JSON") from None
     if not isinstance(meta, dict):
         raise CorruptionError(f"corrupt data in {name}: not a JSON object")
     if not whole(meta.get("format_version"), 0):
@@ -424,27 +424,11 @@ def read_evolutions(files: LineageFiles, base: ColumnLayout) -> list[ColumnLayou
         CorruptionError: An evolution file is damaged, too large, names another id, or changes
             what no evolution may change (the encoding, the key columns).
     """
-    out: list[ColumnLayout] = []
-    for layout_id in range(1, MAX_LAYOUTS + 1):
-        path = evolution_path(files, layout_id)
-        name = files.location.describe(path)
-        try:
-            data = files.location.read_bytes(path, META_LIMIT)
-        except FileNotFoundError:
-            return out
-        except ValueError:
-            raise CorruptionError(
-                f"corrupt data in {name}: larger than {META_LIMIT} bytes"
-            ) from None
-        out.append(_evolution(name, data, layout_id, base))
-    raise CorruptionError(f"{files.location.describe(files.dir)} holds over {MAX_LAYOUTS} layouts")
+    records = _numbered(files, evolution_path, META_LIMIT, "column layout", MAX_LAYOUTS)
+    return [_evolution(name, obj, layout_id, base) for layout_id, name, obj in records]
 
 
-def _evolution(name: str, data: bytes, layout_id: int, base: ColumnLayout) -> ColumnLayout:
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
-        raise CorruptionError(f"corrupt data in {name}: not JSON") from None
+def _evolution(name: str, obj: Any, layout_id: int, base: ColumnLayout) -> ColumnLayout:
     layout = ColumnLayout.from_json(obj.get("columns")) if isinstance(obj, dict) else None
     if layout is None or obj.get("id") != layout_id or layout.arrow is None:
         raise CorruptionError(f"corrupt data in {name}: not the column layout {layout_id}")

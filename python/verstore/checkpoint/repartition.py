@@ -114,15 +114,12 @@ def read_source(
     oldest first."""
     scratch = _scratch(local_dir, plan, "read", partition)
     try:
-        opened = PartitionStore.open(
+        opened = _open(
             location,
-            plan.store,
+            plan,
             partition,
             plan.version,
             scratch,
-            history_retention_ms=plan.settings.history_retention_ms,
-            segment_interval_ms=plan.settings.segment_interval_ms,
-            lineage=plan.lineage,
             read_only=True,
             partitioning=plan.source,  # never what this process may remember
         )
@@ -148,15 +145,12 @@ def write_target(
     removed after (no query reuses it). Returns the versions written and that stream time."""
     scratch = _scratch(local_dir, plan, "write", partition)
     try:
-        opened = PartitionStore.open(
+        opened = _open(
             location,
-            plan.store,
+            plan,
             partition,
             plan.version - 1,
             scratch,
-            history_retention_ms=plan.settings.history_retention_ms,
-            segment_interval_ms=plan.settings.segment_interval_ms,
-            lineage=plan.lineage,
             columns=plan.settings.columns,
             partitioning=plan.target,
             # One commit holds the partition's whole state: snapshot it at once.
@@ -282,6 +276,24 @@ def _check_sources_still(location: Location, plan: Plan) -> None:
                 f"past version {plan.version} during the repartition. Stop it first; nothing "
                 "was published"
             )
+
+
+def _open(
+    location: Location, plan: Plan, partition: int, version: int, scratch: str, **extra: Any
+) -> PartitionStore:
+    """A partition of the plan's lineage opened at ``version`` in ``scratch``, with the
+    lineage's settings and ``extra``."""
+    return PartitionStore.open(
+        location,
+        plan.store,
+        partition,
+        version,
+        scratch,
+        history_retention_ms=plan.settings.history_retention_ms,
+        segment_interval_ms=plan.settings.segment_interval_ms,
+        lineage=plan.lineage,
+        **extra,
+    )
 
 
 def _scratch(local_dir: str, plan: Plan, role: str, partition: int) -> str:

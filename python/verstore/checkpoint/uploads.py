@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from verstore._checks import whole
-from verstore.checkpoint.layout import FORMAT_VERSION, RETIRING_PREFIX, CommitRef, PartitionFiles
+from verstore.checkpoint.layout import (
+    FORMAT_VERSION,
+    RETIRING_PREFIX,
+    CommitRef,
+    PartitionFiles,
+    read_limited,
+    read_record,
+)
 from verstore.exceptions import CorruptionError
 from verstore.location import Location
 
@@ -132,14 +139,8 @@ def read_manifest(location: Location, path: str, expected: CommitRef) -> Manifes
         CorruptionError: Naming the file, for anything malformed, hostile or too large.
         OSError: The file cannot be read (a storage error).
     """
-    name = location.describe(path)
-    try:
-        data = location.read_bytes(path, MANIFEST_LIMIT)
-    except ValueError:
-        raise CorruptionError(
-            f"corrupt data in {name}: larger than {MANIFEST_LIMIT} bytes, not a snapshot manifest"
-        ) from None
-    return decode_manifest(data, name, expected)
+    data = read_limited(location, path, MANIFEST_LIMIT, "a snapshot manifest")
+    return decode_manifest(data, location.describe(path), expected)
 
 
 def is_durable_name(durable: object) -> bool:
@@ -180,17 +181,9 @@ def read_retirement(files: PartitionFiles, path: str) -> frozenset[str]:
     """
     name = files.location.describe(path)
     try:
-        data = files.location.read_bytes(path, RETIREMENT_LIMIT)
+        body = read_record(files.location, path, RETIREMENT_LIMIT, "a retirement")
     except FileNotFoundError:
         return frozenset()
-    except ValueError:
-        raise CorruptionError(
-            f"corrupt data in {name}: larger than {RETIREMENT_LIMIT} bytes"
-        ) from None
-    try:
-        body: Any = json.loads(data)
-    except (ValueError, RecursionError):
-        raise CorruptionError(f"corrupt data in {name}: a retirement that is not JSON") from None
     if (
         not isinstance(body, dict)
         or set(body) != {"format_version", "files"}
