@@ -3,27 +3,45 @@
 A *partition store* is a :class:`~verstore.VersionedStore` whose durability comes from a
 checkpoint location (local disk or object storage), so that a task can open it on any machine at
 an exact version and a failed, retried, speculative or zombie attempt can never lose or corrupt
-committed state. ``docs/checkpoint.md`` is the protocol; the modules are its concepts:
+committed state. ``docs/checkpoint.md`` is the protocol and owns its rules; each module below
+is one of its concepts and links the section it implements.
 
-* ``layout``: where a store's lineages, partitions, commits and snapshots live, and their names;
-* ``meta``: a lineage's recorded settings, checked on every open;
-* ``chain``: the version graph of a partition and the rule that picks the winning chain;
-* ``manifest``: snapshot manifests, verified as hostile input;
-* ``local``: the local working copy, its lock and its state file;
-* ``options``: :class:`CheckpointOptions`, snapshot cadence, retention and locking;
-* ``stats``: what an open and a commit did, for metrics;
-* ``reuse``: a local copy reused as it is, or caught up;
-* ``replay``: changelogs applied to a local copy, each checked against its name;
-* ``rebuild``: a local copy made again from the newest usable snapshot;
-* ``download``: a snapshot's files fetched and verified;
-* ``uploads``: upload reuse, the SSTs of the local copy already in the checkpoint;
-* ``snapshot``: incremental snapshots and when one is due;
-* ``post_commit``: what a commit does once it is durable (snapshot, cleanup), best effort;
-* ``keeper``: stores kept open between a worker's tasks, handed over to other processes;
-* ``store``: :class:`PartitionStore`, open / commit / abort;
-* ``cleanup``: what no retained version needs;
-* ``survey``: an operator's view of a store's lineages and partitions;
-* ``faults``: fault injection points for tests.
+**The storage contract.** Everything the protocol needs of storage, and all it trusts:
+
+* **Create once.** Every durable name is created by a conditional create
+  (``Location.create_new``, ``write_new_from``): of two writers of one name exactly one
+  succeeds. Nothing replaces, appends to, or renames over a durable file. Storage that cannot
+  create conditionally is refused for writing.
+* **Whole or nothing.** A file is visible whole or not at all, and a failed create leaves
+  nothing under its name (``.tmp-`` names and incomplete multipart uploads are not durable
+  names).
+* **Seen once returned.** A create or delete that has returned is seen by every read and
+  listing that starts after it. No clock is trusted: a file's age only decides when space is
+  freed (``orphan_grace_s``), never whether a version survives.
+
+How each storage meets it: docs/checkpoint.md, "Durable layout"; why no interleaving of
+snapshots and cleanups then loses a version: "Cleanup".
+
+Records, bottom first:
+
+* ``faults``: the protocol's named steps, where tests inject crashes;
+* ``layout``: the durable tree, its names, one listing of a partition, bounded record reads;
+* ``session``: :class:`CheckpointOptions`, and what an open and a commit report back;
+* ``lineage``: a lineage's settings, value layouts and partitionings, checked on every open;
+* ``values``: stored values read across the value layouts of a lineage;
+* ``chain``: a partition's version graph and the rule that picks the winning chain;
+* ``uploads``: uploaded files and the records that name them (manifests, claims,
+  retirements, the local copy's upload map);
+* ``local``: the local working copy, its lock and ``LOCAL.json``.
+
+Steps and the store:
+
+* ``restore``: a local copy reused, caught up, or rebuilt from a snapshot and changelogs;
+* ``maintenance``: after the commit point, best effort: snapshots and cleanup;
+* ``kept``: stores kept open between a worker's tasks, and handed over to other processes;
+* ``inspect``: an operator's look at a checkpoint: stores, lineages, partitions, verification;
+* ``store``: :class:`PartitionStore`, open at a version, commit, abort;
+* ``repartition``: the steps that move a stopped query's state to another partition count.
 """
 
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages

@@ -1,31 +1,12 @@
-"""Stores kept open between a worker's tasks (docs/checkpoint.md, "Stores kept open").
+"""Stores kept open between a worker's tasks, and handed over to other processes.
 
-Opening a partition's store and closing it again costs every micro-batch a RocksDB open and a
-memtable flush on the task's path. A :class:`Keeper` lets a committed store stay open in the
-process that committed it, with its local copy's lock held, so that the next task of that
-partition in the same process finds it open. The commit then writes its changelog and nothing
-else on the task's path. The rest runs in the keeper's thread, as Spark's own state stores
-upload snapshots in maintenance: when a snapshot is due, a flush, the snapshot and cleanup
-(``post_commit``) right after the commit; otherwise nothing until the store is *settled*
-(flushed, ``LOCAL.json`` clean at its commit) when it has been idle for ``settle_s``, or
-closed keeping its write buffer (clean at its commit too) when it is handed over or closed.
-Until then RocksDB flushes when its memtables fill, so a store taken again soon gets many
-batches into one flush.
-
-The commit's changelog makes it durable, so nothing held here is needed for durability: a
-process that dies holding a store leaves a local copy that is reused when the store was
-settled, and rebuilt or caught up otherwise, exactly as after any crash.
-
-**Handoff.** The lock of a held store belongs to the process holding it. Another process that
-needs the local copy (a task of the partition scheduled in another Python worker) touches
-``HANDOFF`` in the copy's directory while it waits for the lock (``local.LocalCopy.lock``); the
-keeper's thread, which looks every ``poll_s``, hands over any idle store asked for: it closes
-it keeping its write buffer in a file that ``LOCAL.json`` names (``HeldStore.hand_over``) and
-releases the lock, and the waiter then reuses the copy from disk with that buffer. A store in
-use by a task is never handed over: the waiter waits for its task, as it always did. The
-keeper also closes stores left idle for ``idle_s`` and, beyond ``max_stores``, the least
-recently used ones; and while the process's memory budget is under pressure it settles idle
-stores and has them give their memory back, then closes them, least recently used first.
+A :class:`Keeper` lets a committed store stay open in the process that committed it, with its
+local copy's lock held, so that the partition's next task in that process finds it open and
+the commit writes its changelog and nothing else on the task's path. Its thread does the rest
+(a snapshot when one is due, settling idle stores, handing stores over to a process that asks,
+closing idle ones and giving memory back under pressure). Nothing held here is needed for
+durability: the commit's changelog is. The rules, the handoff and the states of a kept store:
+docs/checkpoint.md, "Stores kept open".
 """
 
 from __future__ import annotations

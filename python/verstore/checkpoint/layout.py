@@ -1,23 +1,12 @@
-"""The durable layout: where a store's lineages, partitions, commits and snapshots live.
+"""The durable tree: where a store's lineages, partitions, commits and snapshots live, their
+names, one listing of a partition, and bounded reads of its records.
 
-```
-<root>/<store>/q=<lineage>/_meta.json                       the lineage's settings (meta.py)
-<root>/<store>/q=<lineage>/p=<n>/<commit>.changelog         one commit: v-1 -> v
-<root>/<store>/q=<lineage>/p=<n>/<version>-<attempt>.claim      its claim, written first
-<root>/<store>/q=<lineage>/p=<n>/<version>-<attempt>.snapshot   a snapshot manifest
-<root>/<store>/q=<lineage>/p=<n>/_retiring-<32 hex>.json     uploads a cleanup deletes
-<root>/<store>/q=<lineage>/p=<n>/SSTs/<uuid>-<name>         uploaded RocksDB files
-```
-
-A commit is named by what it is and what it was built on, so that one listing of a partition
-gives the whole version graph without reading a file::
+The tree and the rules of its names are docs/checkpoint.md's, "Durable layout" and "Commits and
+the winning chain": a commit is named by what it is and what it was built on, so that one
+listing of a partition gives the whole version graph without reading a file::
 
     <version>-<attempt>-<parent version>-<parent attempt>.changelog
-    12-0000019a3f5c1d2e8b7e4f10a2c3d4e5-9-0000019a3f5a0b1c77d2e3f4a5b6c7d8.changelog
 
-Versions are decimal without leading zeros; attempts are 32 lowercase hex digits (16 bytes: the
-attempt's open time in milliseconds, big-endian, then 8 random bytes, so that the byte order of
-attempts is the order in which they opened). Every name is written once and never replaced.
 Names that carry a known suffix but do not parse are :class:`CorruptionError`\\ s naming the
 file; other names are not verstore's and are left alone.
 """
@@ -50,11 +39,11 @@ LINEAGE_PREFIX = "q="
 PARTITION_PREFIX = "p="
 CHANGELOG_SUFFIX = ".changelog"
 SNAPSHOT_SUFFIX = ".snapshot"
-#: A snapshot's claim on the files it names, written before its manifest (``snapshot.py``).
+#: A snapshot's claim on the files it names, written before its manifest (``maintenance.py``).
 CLAIM_SUFFIX = ".claim"
-#: The start of a cleanup's list of uploads it is about to delete (``retirement.py``).
+#: The start of a cleanup's list of uploads it is about to delete (``uploads.py``).
 RETIRING_PREFIX = "_retiring-"
-#: The start of a repartition's mark in a partition directory (``partitioning.py``).
+#: The start of a repartition's mark in a partition directory (``lineage.py``).
 REPARTITION_MARK = "_repartitioning-"
 
 _VERSION = r"(0|[1-9][0-9]{0,18})"
@@ -115,7 +104,7 @@ class Listing:
     retirements: list[str] = field(default_factory=list)
     temporaries: list[Any] = field(default_factory=list)
     others: list[Any] = field(default_factory=list)
-    #: Whether a repartition left its mark here (``partitioning.py``).
+    #: Whether a repartition left its mark here (``lineage.py``).
     repartitioning: bool = False
 
 

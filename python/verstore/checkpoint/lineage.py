@@ -324,7 +324,7 @@ class StoreSettings:
     #: Every column layout the lineage recorded, by id (0: ``_meta.json``'s); ``columns`` is
     #: the newest. Empty when the caller gives the columns it wants (not compared).
     layouts: tuple[ColumnLayout, ...] = field(default=(), compare=False)
-    #: Every partitioning the lineage recorded, oldest first (``partitioning.py``);
+    #: Every partitioning the lineage recorded, oldest first (``Partitioning``);
     #: ``num_partitions`` is the newest's count. Empty in the settings a caller wants.
     partitionings: tuple[Partitioning, ...] = field(default=(), compare=False)
 

@@ -1,28 +1,11 @@
-"""The local working copy of a partition: ``<local_dir>/<store>/q=<lineage>/p=<n>/``.
+"""The local working copy of a partition (``<local_dir>/<store>/q=<lineage>/p=<n>/``): its
+lock, ``LOCAL.json`` (:class:`LocalState`), its RocksDB directory ``db/`` and a kept store's
+saved write buffer.
 
-```
-LOCK          an exclusive flock while a task uses the copy (or a process keeps its store open)
-HANDOFF       touched by a task waiting for the lock: a process keeping the store open hands it over
-LOCAL.json    which commit db/ holds, and whether it is clean (see LocalState), and db/'s name
-buffer-<id>   a kept store's write buffer, saved when the store was handed over or closed
-              (LOCAL.json names it, with its size and checksum: db/ and it are the commit)
-db-<id>/      "db/": the RocksDB working copy (write-ahead log off: the checkpoint is the log),
-              named anew at every rebuild (copies made before that naming: db/)
-.tmp-*        scratch of the task holding the lock (a snapshot's RocksDB checkpoint); what a crashed
-              task left is removed at the next lock
-.tmp-read-*   the private copy of a read-only open, which takes no lock (a lock would make a
-              worker hand over a store it keeps open); removed by its reader, or once an hour old
-```
-
-The copy is a cache. It is trusted only when ``LOCAL.json`` says it is clean at a commit that is
-on the winning chain; it is marked dirty before uncommitted work can reach ``db/`` and clean
-again only after a commit is durable. Anything else is rebuilt from the checkpoint.
-
-Why a rebuild names ``db/`` anew: RocksDB writes by path. A process that still has a store open
-on a copy whose directory was deleted under it (a wiped local disk) and recreated by another
-task writes, when its store flushes or closes, into the same path: into the new copy's files,
-which it would silently corrupt. Under a new name, its writes find no directory and fail, and
-what it writes to ``LOCAL.json`` names its own, gone ``db/``, which makes the next open rebuild.
+The copy is a cache: it is trusted only when ``LOCAL.json`` says it is clean at a commit of the
+winning chain, and rebuilt from the checkpoint otherwise. Its tree, what each state of
+``LOCAL.json`` means and who writes it, and why a rebuild names ``db/`` anew: docs/checkpoint.md,
+"Local copy".
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def _manifest(location: Location, path: str, ref: CommitRef) -> Manifest:
     try:
         return read_manifest(location, path, ref)
     except FileNotFoundError:
-        # Listed, then removed: a snapshot found to name a lost file (see snapshot.py).
+        # Listed, then removed: a snapshot found to name a lost file (see maintenance.py).
         raise CorruptionError(
             f"corrupt data in {location.describe(path)}: snapshot manifest is gone"
         ) from None

@@ -282,8 +282,8 @@ def configure(
             do: they stay in this Python process and travel to tasks inside the partition
             functions of queries built after this call (docs/spark.md, credentials). Without
             credentials the filesystem uses its own chain on each executor.
-        local_dir: Where executors keep local working copies (default: the first of
-            ``SPARK_LOCAL_DIRS``, else the system temp directory).
+        local_dir: Where executors keep local working copies (default: a ``verstore`` folder
+            in the first of ``SPARK_LOCAL_DIRS``, else in the system temp directory).
         snapshot_interval: Commits between incremental snapshots (default 10).
         min_versions_to_retain: Versions kept rebuildable by cleanup (default 100, at least 2).
         lock_timeout_s: How long a task waits for a partition's local directory held by a
