@@ -7,7 +7,7 @@ process at a named step. The steps, in protocol order:
 ``before_changelog``, ``after_changelog``, ``after_local_state``, ``during_snapshot_upload``,
 ``before_manifest``, ``after_manifest``, ``before_cleanup``, ``during_cleanup``,
 ``during_rebuild``, and, apart from commits, ``during_handoff`` (a kept store's write buffer
-saved, ``LOCAL.json`` not yet naming it).
+saved, ``LOCAL.json`` not yet naming it) and a repartition's steps (:data:`REPARTITION_STEPS`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,14 @@ COMMIT_STEPS = (
     "before_cleanup",
     "during_cleanup",
 )
-STEPS = (*COMMIT_STEPS, "during_rebuild", "during_handoff")
+#: The steps of a repartition (docs/checkpoint.md, "Repartitioning"), in order.
+REPARTITION_STEPS = (
+    "repartition_marked",
+    "repartition_writing",
+    "repartition_before_publish",
+    "repartition_published",
+)
+STEPS = (*COMMIT_STEPS, "during_rebuild", "during_handoff", *REPARTITION_STEPS)
 
 _hook: Callable[[str], None] | None = None
 
@@ -41,4 +48,4 @@ def step(name: str) -> None:
         _hook(name)
 
 
-__all__ = ["COMMIT_STEPS", "STEPS", "set_hook", "step"]
+__all__ = ["COMMIT_STEPS", "REPARTITION_STEPS", "STEPS", "set_hook", "step"]
