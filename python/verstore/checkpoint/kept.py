@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from verstore._core import VersionedStore, memory_usage
@@ -34,8 +35,24 @@ Maintenance = Callable[[dict[str, object]], tuple[dict[str, object], bool]]
 and whether the copy on disk is now clean at the commit."""
 
 
+class KeptState(Enum):
+    """Where a kept store is in its life (docs/checkpoint.md, "Stores kept open", has the
+    table of what ``LOCAL.json`` says in each)."""
+
+    #: Open; its commit's deferred work (:attr:`KeptStore.work`) has not run yet.
+    DUE = "due"
+    #: Open; ``db/`` may hold flushed writes past its commit, so ``LOCAL.json`` says dirty.
+    UNSETTLED = "unsettled"
+    #: Open; flushed, ``LOCAL.json`` clean at its commit.
+    SETTLED = "settled"
+    #: A task's session has it again: no longer the keeper's to end.
+    TAKEN = "taken"
+    #: Closed, in order or dropped.
+    ENDED = "ended"
+
+
 @dataclass(eq=False)
-class HeldStore:
+class KeptStore:
     """A committed partition store, open, its local copy locked by this process.
 
     Attributes:
@@ -46,7 +63,8 @@ class HeldStore:
         uploaded: The copy's upload map (``uploads``), updated by a snapshot.
         memory_limit_mb: The cap on its own memory the store was opened with (None: none).
         stats: The commit's statistics, to which the deferred work adds (a snapshot's bytes).
-        maintenance: Work the commit left for later (None: done).
+        work: What the commit left for later; set only while the state is ``DUE``.
+        state: Where the store is in its life.
     """
 
     local: LocalCopy
@@ -56,79 +74,92 @@ class HeldStore:
     uploaded: dict[str, object]
     memory_limit_mb: int | None
     stats: CommitStats
-    maintenance: Maintenance | None = None
+    work: Maintenance | None = None
+    state: KeptState = field(init=False)
     idle_since: float = field(default_factory=time.monotonic)
     #: Held while the keeper's thread works on the store; a task taking it waits.
     busy: threading.Lock = field(default_factory=threading.Lock)
-    #: Closed or discarded: the lock is no longer this store's to use.
-    closed: bool = False
-    #: The copy on disk is clean at ``commit`` (flushed, ``LOCAL.json`` says so).
-    settled: bool = False
+
+    def __post_init__(self) -> None:
+        self.state = KeptState.DUE if self.work is not None else KeptState.UNSETTLED
+
+    @property
+    def live(self) -> bool:
+        """Open and the keeper's: neither taken by a task nor ended."""
+        return self.state in (KeptState.DUE, KeptState.UNSETTLED, KeptState.SETTLED)
+
+    def run_work(self) -> None:
+        """``DUE``: runs the commit's deferred work, which leaves the store ``SETTLED`` when it
+        marked the copy clean, else ``UNSETTLED``. ``after_commit`` logs its own failures; a
+        flush that fails raises (the store is then dropped)."""
+        if self.state is not KeptState.DUE:
+            return
+        work, self.work = self.work, None
+        self.state = KeptState.UNSETTLED
+        assert work is not None
+        self.uploaded, clean = work(self.uploaded)
+        if clean:
+            self.state = KeptState.SETTLED
 
     def settle(self) -> None:
-        """Makes the local copy on disk what the store holds: flush, then ``LOCAL.json`` clean
-        at ``commit`` (the rest of any due maintenance is due again at the next commit)."""
-        self.maintenance = None
-        if self.settled:
+        """``DUE`` or ``UNSETTLED`` to ``SETTLED``: makes the local copy on disk what the store
+        holds (flush, then ``LOCAL.json`` clean at ``commit``). Deferred work not run yet is
+        dropped: a snapshot is due again at the next commit."""
+        if self.state is KeptState.DUE:
+            self.work, self.state = None, KeptState.UNSETTLED
+        if self.state is not KeptState.UNSETTLED:
             return
         self.store.flush()
         self.local.write_state(LocalState(self.copy_of, self.commit, True, self.uploaded))
-        self.settled = True
+        self.state = KeptState.SETTLED
 
-    def maintain(self) -> None:
-        """Runs the commit's deferred work. ``after_commit`` logs its own failures; a flush
-        that fails raises (the keeper then drops the store)."""
-        work, self.maintenance = self.maintenance, None
-        if work is not None:
-            self.uploaded, self.settled = work(self.uploaded)
-
-    def close_store(self) -> None:
-        """Closes the store, keeping the lock, with the copy clean at ``commit``: a settled
-        store closes; one that is not leaves its write buffer in a file that ``LOCAL.json``
-        names (``hand_over``). A store that fails to close leaves the copy marked for a
-        rebuild."""
-        if self.closed:
-            return
-        self.closed = True
+    def take(self) -> bool:
+        """Hands a live store to a task's session, running any deferred work first (a snapshot
+        and cleanup must not wait for a task that finds none left). Returns whether
+        ``LOCAL.json`` says the copy is clean at ``commit``. A failure drops the store."""
         try:
-            if self.settled:
+            self.run_work()
+        except BaseException:
+            self.drop()
+            raise
+        clean = self.state is KeptState.SETTLED
+        self.state = KeptState.TAKEN
+        return clean
+
+    def end(self) -> None:
+        """The orderly ending of a live store, keeping the lock, with the copy clean at
+        ``commit``: a ``SETTLED`` store closes; any other is handed over (closed keeping its
+        write buffer in a file that ``LOCAL.json`` names; deferred work not run is dropped).
+        A store that fails to close leaves the copy marked for a rebuild."""
+        if not self.live:
+            return
+        settled = self.state is KeptState.SETTLED
+        self.work, self.state = None, KeptState.ENDED
+        try:
+            if settled:
                 self.store.close()
             else:
-                self.hand_over()
+                self._hand_over()
         except BaseException:
             self.local.forget()
             raise
 
-    def hand_over(self) -> None:
-        """Closes the store leaving its write buffer saved beside ``db/``, and marks the copy
-        clean at ``commit`` with it. A flush would write the buffer of several micro-batches
-        into RocksDB and then into a new level-0 file, on the path of the task waiting for
-        the store; the next process loads the file instead (docs/checkpoint.md)."""
-        self.maintenance = None
-        path = self.local.new_buffer()
-        size, crc32 = self.store.close_keeping_buffer(path)
-        faults.step("during_handoff")
-        saved = SavedBuffer(path.name, size, crc32)
-        self.local.write_state(
-            LocalState(self.copy_of, self.commit, True, self.uploaded, buffer=saved)
-        )
-        self.settled = True
-
     def close(self) -> None:
-        """:meth:`close_store`, then releases the lock whatever happens."""
+        """:meth:`end`, then releases the lock whatever happens."""
         try:
-            self.close_store()
+            self.end()
         finally:
             self.local.unlock()
 
-    def discard(self, gone: bool = False) -> None:
-        """Closes the store without settling it (the copy stays as ``LOCAL.json`` says) and
-        releases the lock; logs a failure and marks the copy for a rebuild (when its directory
-        is ``gone``, quietly and without a mark: RocksDB's close then fails to write what it
-        flushes, nothing needs it, and whatever is now in the directory is not this copy)."""
-        if self.closed:
+    def drop(self, gone: bool = False) -> None:
+        """The ending of a failure: closes a live store without settling it (the copy stays as
+        ``LOCAL.json`` says) and releases the lock; logs a failure and marks the copy for a
+        rebuild (when its directory is ``gone``, quietly and without a mark: RocksDB's close
+        then fails to write what it flushes, nothing needs it, and whatever is now in the
+        directory is not this copy)."""
+        if not self.live:
             return
-        self.closed = True
+        self.work, self.state = None, KeptState.ENDED
         try:
             self.store.close()
         except Exception as e:
@@ -138,6 +169,19 @@ class HeldStore:
                 self.local.forget()
         finally:
             self.local.unlock()
+
+    def _hand_over(self) -> None:
+        """Closes the store leaving its write buffer saved beside ``db/``, and marks the copy
+        clean at ``commit`` with it. A flush would write the buffer of several micro-batches
+        into RocksDB and then into a new level-0 file, on the path of the task waiting for
+        the store; the next process loads the file instead (docs/checkpoint.md)."""
+        path = self.local.new_buffer()
+        size, crc32 = self.store.close_keeping_buffer(path)
+        faults.step("during_handoff")
+        saved = SavedBuffer(path.name, size, crc32)
+        self.local.write_state(
+            LocalState(self.copy_of, self.commit, True, self.uploaded, buffer=saved)
+        )
 
 
 class Keeper:
@@ -169,7 +213,7 @@ class Keeper:
             raise ValueError(f"max_stores must be >= 1, got {max_stores!r}")
         self.idle_s, self.settle_s, self.max_stores = idle_s, settle_s, max_stores
         self.poll_s = poll_s
-        self._held: dict[Path, HeldStore] = {}
+        self._held: dict[Path, KeptStore] = {}
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -180,7 +224,7 @@ class Keeper:
 
     # -- tasks --------------------------------------------------------------------------------
 
-    def take(self, directory: Path) -> HeldStore | None:
+    def take(self, directory: Path) -> KeptStore | None:
         """The store held for the local copy ``directory``, now the caller's (its deferred
         work done first), or None."""
         with self._mutex:
@@ -190,11 +234,11 @@ class Keeper:
         with held.busy:  # the thread's work on it, if any, ends first
             pass
         if not held.local.still_locked():
-            held.discard(gone=True)  # its directory was deleted under it
+            held.drop(gone=True)  # its directory was deleted under it
             return None
         return held
 
-    def keep(self, held: HeldStore) -> None:
+    def keep(self, held: KeptStore) -> None:
         """Holds a committed store until a task takes it, another process asks for it, it is
         idle for ``idle_s`` or more than ``max_stores`` are held."""
         held.idle_since = time.monotonic()
@@ -202,7 +246,7 @@ class Keeper:
             previous = self._held.pop(held.local.dir, None)
             self._held[held.local.dir] = held
         if previous is not None:  # a caller's bug: two stores of one copy cannot both be open
-            previous.discard()
+            previous.drop()
         if self._background:
             self._start_thread()
             self._wake.set()
@@ -218,7 +262,7 @@ class Keeper:
         """Whether deferred commit work is waiting or running (benchmarks time it apart)."""
         with self._mutex:
             entries = list(self._held.values())
-        return any(h.maintenance is not None or h.busy.locked() for h in entries)
+        return any(h.state is KeptState.DUE or h.busy.locked() for h in entries)
 
     # -- the keeper's work --------------------------------------------------------------------
 
@@ -235,10 +279,10 @@ class Keeper:
             elif asked or now - held.idle_since >= self.idle_s:
                 self._release(held, "handed over" if asked else "idle")
             elif self._maintain_in_thread and (
-                held.maintenance is not None
-                or (not held.settled and now - held.idle_since >= self.settle_s)
+                held.state is KeptState.DUE
+                or (held.state is KeptState.UNSETTLED and now - held.idle_since >= self.settle_s)
             ):
-                self._maintain(held, settle=held.maintenance is None)
+                self._maintain(held, settle=held.state is not KeptState.DUE)
         self._evict()
         self._relieve_memory()
 
@@ -264,7 +308,7 @@ class Keeper:
             entries, self._held = list(self._held.values()), {}
         for held in entries:
             with held.busy:
-                held.discard()
+                held.drop()
 
     def stop(self) -> None:
         """Stops the thread and closes every held store."""
@@ -276,7 +320,7 @@ class Keeper:
 
     def _maintain(
         self,
-        held: HeldStore,
+        held: KeptStore,
         raise_crash: bool = False,
         settle: bool = False,
         release: bool = False,
@@ -288,7 +332,7 @@ class Keeper:
                     return  # a task took it
             try:
                 if work:
-                    held.maintain()
+                    held.run_work()
                 if settle:
                     held.settle()
                 if release:
@@ -300,12 +344,12 @@ class Keeper:
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
                 with self._mutex:
                     self._held.pop(held.local.dir, None)
-                held.discard()
+                held.drop()
                 if raise_crash:
                     raise
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
 
-    def _release(self, held: HeldStore, why: str) -> None:
+    def _release(self, held: KeptStore, why: str) -> None:
         """Closes a held store (settled first), or drops it when its directory was deleted
         under it: a copy rebuilt in the same place is another holder's, and a handoff would
         write its buffer and ``LOCAL.json`` there."""
@@ -315,7 +359,7 @@ class Keeper:
             del self._held[held.local.dir]
         with held.busy:
             if not held.local.still_locked():
-                held.discard(gone=True)
+                held.drop(gone=True)
                 return
             try:
                 held.close()
@@ -385,7 +429,7 @@ _PROCESS_KEEPER: Keeper | None = None
 _PROCESS_MUTEX = threading.Lock()
 
 
-__all__ = ["HeldStore", "Keeper"]
+__all__ = ["Keeper", "KeptState", "KeptStore"]
 
 
 def _held_bytes() -> int:

@@ -200,6 +200,14 @@ class LocalCopy:
         except OSError:
             return False
 
+    def transfer(self) -> LocalCopy:
+        """A copy of this handle that owns the lock from now on (a kept store's); this one then
+        owns none, so its :meth:`unlock` releases nothing."""
+        other = object.__new__(LocalCopy)
+        other.dir, other.db, other.state_file = self.dir, self.db, self.state_file
+        other._lock, self._lock = self._lock, None
+        return other
+
     def unlock(self) -> None:
         if self._lock is not None:
             self._lock.close()

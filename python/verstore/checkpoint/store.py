@@ -24,7 +24,7 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
-from verstore.checkpoint.kept import HeldStore, Keeper
+from verstore.checkpoint.kept import Keeper, KeptStore
 from verstore.checkpoint.layout import (
     MAX_VERSION,
     ROOT,
@@ -84,10 +84,6 @@ class PartitionStore:
     _pinned: Partitioning | None
     #: Where a commit leaves the store open for the next task (None: it closes it).
     _keeper: Keeper | None
-    #: A store the keeper held for this copy, until the open uses or closes it.
-    _held: HeldStore | None
-    #: The keeper owns the store and the lock since the commit.
-    _kept: bool
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -181,18 +177,21 @@ class PartitionStore:
         self._start(location, partition, version, lineage, read_only, memory_limit_mb)
         self._pinned = partitioning
         self._keeper = None if read_only else keeper
-        self._held = self._keeper.take(self._local.dir) if self._keeper else None
-        if self._held is not None:
-            self._local = self._held.local  # its lock is held
+        kept = self._keeper.take(self._local.dir) if self._keeper else None
+        if kept is not None:
+            self._local = kept.local  # its lock is held
         elif read_only:
             # A reader takes no lock: it would make a worker hand over the query's kept store.
             self._local.dir.mkdir(parents=True, exist_ok=True)
         else:
             self._local.lock(self._options.lock_timeout_s)
         try:
-            self._open_locked(lineage_files, progress)
+            self._open_locked(lineage_files, progress, kept)
         except BaseException:
-            self._release_quietly("the failed open")
+            try:
+                self._end_untaken(kept)
+            finally:
+                self._release_quietly("the failed open")
             raise
         self.stats.seconds = time.monotonic() - started
         return self
@@ -216,9 +215,10 @@ class PartitionStore:
         self._store = None
         self._uploaded = {}
         self._attempt = layout.new_attempt()
-        self._kept = False
 
-    def _open_locked(self, lineage_files: LineageFiles, progress: Progress | None) -> None:
+    def _open_locked(
+        self, lineage_files: LineageFiles, progress: Progress | None, kept: KeptStore | None
+    ) -> None:
         """The open, with the local directory locked: settings, the version graph, the state."""
         if self.read_only:
             # A reader never disturbs the working copy: it builds its state privately.
@@ -230,7 +230,7 @@ class PartitionStore:
         self._check_not_fenced()
         self._serving = self._graph.serving(self.version)
         self.stats.commit = self._serving
-        still_dirty = self._load(progress)
+        still_dirty = self._load(progress, kept)
         if not self.read_only and not still_dirty:
             # Uncommitted work may reach the local files from here on.
             self._local.write_state(
@@ -382,8 +382,8 @@ class PartitionStore:
         except BaseException:
             self._release_quietly(f"committed version {new.version}")
             raise
-        held = HeldStore(
-            self._local,
+        held = KeptStore(
+            self._local.transfer(),  # the lock goes with the store
             store,
             self._copy_of,
             new,
@@ -393,19 +393,19 @@ class PartitionStore:
             self._deferred_work(store, new, stats),
         )
         opened, interval = self.stats.commit, self._options.snapshot_interval
-        self._serving, self._store, self._kept = new, None, True
+        self._serving, self._store = new, None
         if snapshot_due(self._graph, opened, 2 * interval):
             # Snapshots deferred to the keeper were lost twice over (workers that die right
             # after their tasks): this one is taken here, so that rebuilds and cleanup progress.
             try:
-                held.maintain()
+                held.run_work()
             except Exception as e:
                 log.warning("%s: the overdue snapshot failed: %s", self._files.describe(), e)
                 stats.deferred.append("the snapshot")
-                held.discard()
+                held.drop()
                 return
             except BaseException:
-                held.discard()
+                held.drop()
                 raise
         assert self._keeper is not None
         self._keeper.keep(held)
@@ -467,14 +467,15 @@ class PartitionStore:
 
     # -- open ------------------------------------------------------------------------------------
 
-    def _load(self, progress: Progress | None) -> bool:
-        """Puts the serving commit's state into the local copy: reuse, catch up or rebuild.
-        Returns whether ``LOCAL.json`` already says the copy is dirty."""
-        held, self._held = self._held, None
-        if held is not None:
-            adopted = self._adopt(held, progress)
-            if adopted is not None:
-                return adopted
+    def _load(self, progress: Progress | None, kept: KeptStore | None) -> bool:
+        """Puts the serving commit's state into the local copy: the kept store, if it holds
+        the serving commit or an ancestor, else reuse, catch up or rebuild. Returns whether
+        ``LOCAL.json`` already says the copy is dirty."""
+        if kept is not None:
+            above = self._kept_store_behind(kept)
+            if above is not None:
+                return self._adopt(kept, above, progress)
+            kept.end()  # the copy on disk is now what it held
         state = self._local.read_state()
         check_not_behind_local(state, self._copy_of, self._graph, self._files, self._local.dir)
         above = None
@@ -540,33 +541,37 @@ class PartitionStore:
             e,
         )
 
-    def _adopt(self, held: HeldStore, progress: Progress | None) -> bool | None:
-        """Uses the store a keeper held for this copy when it holds the serving commit or an
-        ancestor of it (caught up by replay); else closes it and returns None (the copy on
-        disk is then what it held). Returns :meth:`_load`'s answer."""
-        usable = held.copy_of == self._copy_of and held.memory_limit_mb == self._memory_limit_mb
-        state = LocalState(held.copy_of, held.commit, clean=True)
-        above = commits_to_catch_up(
-            state, self._copy_of, self._local.db, self._graph, self._serving
-        )
-        if not usable or above is None:
-            held.close_store()
-            return None
+    def _end_untaken(self, kept: KeptStore | None) -> None:
+        """Ends the kept store of an open that failed before it took or ended it (keeping the
+        lock, which :meth:`_release` then releases); a failure to close is logged."""
+        if kept is None:
+            return
         try:
-            # Rarely left (the keeper's thread starts it at the commit), but never skipped: a
-            # snapshot and cleanup must not wait for a task that finds none left.
-            held.maintain()
-        except BaseException:
-            held.discard()
-            raise
-        self._store, self._uploaded = held.store, held.uploaded
+            kept.end()
+        except Exception as e:
+            log.warning("%s: closing the kept store failed: %s", self._files.describe(), e)
+
+    def _kept_store_behind(self, kept: KeptStore) -> list[CommitRef] | None:
+        """The commits a kept store must replay to serve the version (none: it holds the
+        serving commit), or None when it cannot serve it (another copy, memory cap, or a
+        commit off the serving chain)."""
+        if kept.copy_of != self._copy_of or kept.memory_limit_mb != self._memory_limit_mb:
+            return None
+        state = LocalState(kept.copy_of, kept.commit, clean=True)
+        return commits_to_catch_up(state, self._copy_of, self._local.db, self._graph, self._serving)
+
+    def _adopt(self, kept: KeptStore, above: list[CommitRef], progress: Progress | None) -> bool:
+        """Takes the kept store into this session and catches it up by replaying ``above``.
+        Returns whether ``LOCAL.json`` says the copy is dirty."""
+        clean = kept.take()
+        self._store, self._uploaded = kept.store, kept.uploaded
         self.stats.kept_open = True
-        self.stats.previous_commit = held.stats
+        self.stats.previous_commit = kept.stats
         if not above:
             self.stats.reused = True
-            return not held.settled  # LOCAL.json still says dirty
+            return not clean
         self._local.write_state(
-            LocalState(self._copy_of, None, clean=False, uploaded=held.uploaded)
+            LocalState(self._copy_of, None, clean=False, uploaded=kept.uploaded)
         )
         self._replay(above, progress)
         return True
@@ -617,12 +622,6 @@ class PartitionStore:
         A store that fails to close may have left ``db/`` anywhere, so the local copy is marked
         dirty (rebuilt at the next open) before the lock goes.
         """
-        if self._kept:
-            return  # the keeper has the store and the lock
-        held, self._held = self._held, None
-        if held is not None:  # an open that failed before it used the kept store
-            held.close()
-            return
         store, self._store = self._store, None
         try:
             if store is not None:
