@@ -31,7 +31,7 @@ log = logging.getLogger("verstore.checkpoint")
 
 Maintenance = Callable[[dict[str, object]], tuple[dict[str, object], bool]]
 """What a commit left to do once its store is idle: when a snapshot is due, a flush and
-``post_commit.after_commit``, else nothing. Given the copy's upload map, returns it afterwards
+``maintenance.after_commit``, else nothing. Given the copy's upload map, returns it afterwards
 and whether the copy on disk is now clean at the commit."""
 
 

@@ -152,7 +152,7 @@ class LocalCopy:
 
     def lock(self, timeout_s: float) -> None:
         """Takes the copy's lock, waiting up to ``timeout_s``. While it waits, it asks a
-        process that keeps the copy's store open between tasks to hand it over (``keeper``)."""
+        process that keeps the copy's store open between tasks to hand it over (``kept``)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         handle = open(self.dir / "LOCK", "a+")
         deadline = time.monotonic() + timeout_s

@@ -70,7 +70,7 @@ class OpenStats:
         commit: The commit whose state was opened (version 0: the empty state).
         reused: The local copy held exactly that commit.
         kept_open: The store was open already: a keeper held it since this process's last
-            commit of the partition (``keeper``).
+            commit of the partition (``kept``).
         previous_commit: For a store kept open, what that last commit did, including the work
             it deferred until after its task (a snapshot's bytes, files cleanup deleted).
         rebuilt: The local copy was rebuilt from the checkpoint.

@@ -1,12 +1,11 @@
 """``PartitionStore``: one partition of a checkpointed store, opened at an exact version.
 
-Open resolves the version against the partition's version graph (``chain``), then reuses the
-local copy when it holds exactly that commit, catches it up by replaying changelogs when it
-holds an ancestor (``reuse``, ``replay``), and rebuilds it from a snapshot plus changelogs
-otherwise (``rebuild``, ``download``). Commit writes one changelog under a name no other attempt
-can use: that write is the commit point. Everything after it (``post_commit``: marking the local
-copy clean, a snapshot, cleanup) is an optimisation that a later open does without, so its
-failures are logged and retried later, never raised.
+Open resolves the version against the partition's version graph (``chain``) and gets that
+commit's state into the local copy: the store this process kept open, or the copy reused,
+caught up or rebuilt (``restore``). Commit writes one changelog under a name no other attempt
+can use: that write is the commit point. Everything after it (``maintenance``) is an
+optimisation that a later open does without, so its failures are logged and made up for
+later, never raised. The steps: docs/checkpoint.md, "Open" and "Commit".
 """
 
 from __future__ import annotations
@@ -374,9 +373,9 @@ class PartitionStore:
     def _keep(self, store: VersionedStore, new: CommitRef, stats: CommitStats) -> None:
         """Hands the committed store, and the lock, to the keeper; what a commit does after
         its changelog runs there, off the task's path: when a snapshot is due, a flush and
-        ``post_commit``; else nothing until the keeper settles the store (flush, ``LOCAL.json``
-        clean) when it stays idle, is handed over or closed. A snapshot overdue by a whole
-        interval (the keeper's were lost) is taken here, on the task's path."""
+        ``maintenance.after_commit``; else nothing until the keeper settles the store (flush,
+        ``LOCAL.json`` clean) when it stays idle, is handed over or closed. A snapshot overdue
+        by a whole interval (the keeper's were lost) is taken here, on the task's path."""
         try:
             faults.step("after_changelog")
         except BaseException:
@@ -413,7 +412,7 @@ class PartitionStore:
     def _deferred_work(
         self, store: VersionedStore, new: CommitRef, stats: CommitStats
     ) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bool]]:
-        """What commit ``new`` of a kept store leaves to its keeper (``keeper.Maintenance``).
+        """What commit ``new`` of a kept store leaves to its keeper (``kept.Maintenance``).
         The session's fields it reads no longer change once the commit ended it."""
 
         def work(uploaded: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -430,7 +429,7 @@ class PartitionStore:
     def _after_commit(
         self, store: VersionedStore, new: CommitRef, uploaded: dict[str, Any], stats: CommitStats
     ) -> dict[str, Any]:
-        """``post_commit.after_commit`` of commit ``new``, made on the commit this session
+        """``maintenance.after_commit`` of commit ``new``, made on the commit this session
         opened; returns the copy's upload map afterwards."""
         return after_commit(
             store,

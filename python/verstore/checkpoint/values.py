@@ -1,4 +1,5 @@
-"""Stored values of typed columns across value schema evolutions (``meta``, the module doc).
+"""Stored values of typed columns across value schema evolutions (docs/checkpoint.md,
+"`_meta.json`").
 
 A lineage's first layout stores each value as its tuple encoding; every later layout ``k``
 stores ``FE ‖ k (u16 big-endian) ‖ tuple encoding`` (a tuple-encoded row starts with ``00`` or
