@@ -147,8 +147,12 @@ rust-test: system-deps $(VENV)/.build-tool
 # need no session of the test process. One lane, because they share Spark's work directory
 # (the local_cluster_work fixture).
 SPARK_JOB_TESTS := tests/spark/test_local_cluster.py tests/spark/test_wheel.py tests/spark/test_memory_cap.py
-SIMULATIONS := tests/test_checkpoint_simulation.py tests/test_checkpoint_simulation_harsh.py \
-  tests/test_checkpoint_simulation_rescale.py
+# Every pytest test without a Spark session: the store, the checkpoint, Spark's parts (spill,
+# kernels) and the checks of the repository itself (layers, documented defaults, examples).
+CORE_TESTS := tests/core tests/checkpoint tests/spark/parts \
+  tests/test_layers.py tests/test_doc_defaults.py tests/test_examples.py
+SIMULATIONS := tests/checkpoint/test_simulation.py tests/checkpoint/test_simulation_harsh.py \
+  tests/checkpoint/test_simulation_repartition.py
 # The smoke run times nothing, so its JVM takes the tests' settings (tests/spark/conftest.py).
 BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000 \
   VERSTORE_BENCH_LARGE_KEYS=20000 \
@@ -160,13 +164,15 @@ BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_B
 test-spark-jobs:
 	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(SPARK_JOB_TESTS)
 test-spark:
-	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) tests/spark $(addprefix --ignore=,$(SPARK_JOB_TESTS))
+	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) tests/spark --ignore=tests/spark/parts \
+	  $(addprefix --ignore=,$(SPARK_JOB_TESTS))
 test-connect:
-	$(TIMED) VERSTORE_SPARK_CONNECT=1 $(PY) -m pytest -q $(PYTEST_FLAGS) tests/spark -m connect
+	$(TIMED) VERSTORE_SPARK_CONNECT=1 $(PY) -m pytest -q $(PYTEST_FLAGS) tests/spark -m connect \
+	  --ignore=tests/spark/parts
 test-sims:
 	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(SIMULATIONS)
 test-core:
-	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) tests --ignore=tests/spark $(addprefix --ignore=,$(SIMULATIONS))
+	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(CORE_TESTS) $(addprefix --ignore=,$(SIMULATIONS))
 test-rust: rust-test
 test-bench:
 	$(TIMED) $(BENCH_SMOKE) $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
@@ -180,14 +186,14 @@ py-test: develop java-check
 # pyarrow, and Spark smoke tests on the lowest pyspark and pandas. Left out of the suite: the
 # checkpoint crash simulations and the protocol's fault, cleanup and hostile-file matrices
 # (minutes of process kills and storage faults that exercise the protocol, not the dependencies:
-# their calls into pyarrow's filesystems are the ones test_checkpoint.py and
-# test_storage_faults_checkpoint.py make on local disk and S3 here; test-core runs them), and one
+# their calls into pyarrow's filesystems are the ones tests/checkpoint/test_checkpoint.py and
+# test_storage_faults.py make on local disk and S3 here; test-core runs them), and one
 # test whose pyarrow oracle sorts with per-key null placement, which pyarrow has only from 24.
-PROTOCOL_MATRICES := tests/test_checkpoint_faults.py tests/test_checkpoint_cleanup.py \
-  tests/test_checkpoint_hostile.py tests/test_crash.py
+PROTOCOL_MATRICES := tests/checkpoint/test_failed_commits.py tests/checkpoint/test_cleanup.py \
+  tests/checkpoint/test_hostile_files.py tests/core/test_crash.py
 MIN_SUITE := -m 'not spark' \
   $(addprefix --ignore=,$(SIMULATIONS) $(PROTOCOL_MATRICES)) \
-  --deselect=tests/test_columns.py::test_encoding_preserves_pyarrow_order
+  --deselect=tests/core/test_columns.py::test_encoding_preserves_pyarrow_order
 # Each Spark helper once end to end against its oracle, on every PySpark line (the floor's,
 # .venv-min's, and SPARK_LINES'; .venv's newest runs the whole suite): as-of join,
 # latest-by-timestamp, table-table join, GroupHistory (applyInPandasWithState), the stateful

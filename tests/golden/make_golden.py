@@ -1,7 +1,7 @@
 """Writes a golden checkpoint set: ``python tests/golden/make_golden.py``, from the repository.
 
 Every later verstore must open, read and continue the checkpoints of this one
-(``tests/test_golden.py``). A release that changes any on-disk format (the checkpoint's
+(``tests/checkpoint/test_golden.py``). A release that changes any on-disk format (the checkpoint's
 ``FORMAT_VERSION``, the store's or the changelog's layout, the tuple encoding) adds its own set,
 ``tests/golden/verstore-<version>/``, with this script and keeps every older set: a set is
 never regenerated once committed (``--add`` writes only the stores a set lacks, for a store

@@ -1,4 +1,5 @@
-"""One local SparkSession for the whole test session; every test here is a Spark test.
+"""One local SparkSession for the whole test session; every test here is a Spark test but those
+of ``parts/``, which test Spark's parts (spill, kernels) without a session.
 
 With ``VERSTORE_SPARK_CONNECT=1`` the session is a Spark Connect session on a local Connect
 server (``SparkSession.builder.remote("local[2,3]")``), as on Spark Connect clusters and
@@ -32,7 +33,8 @@ CONNECT = os.environ.get("VERSTORE_SPARK_CONNECT") == "1"
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/spark/" in str(item.fspath).replace(os.sep, "/"):
+        path = str(item.fspath).replace(os.sep, "/")
+        if "tests/spark/" in path and "tests/spark/parts/" not in path:
             item.add_marker(pytest.mark.spark)
     line = pyspark_line()
     other = [item for item in items if not CONNECT and item.get_closest_marker("connect_only")]

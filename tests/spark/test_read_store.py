@@ -91,7 +91,7 @@ def written(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     tmp = tmp_path_factory.mktemp("read-store")
     # Stores closed at their commits: a store a worker keeps open is settled by its keeper a
     # while later (a flush), which would change the local copies under the test that checks a
-    # read leaves them alone (a read takes no lock: test_keeper, reader test).
+    # read leaves them alone (a read takes no lock: test_kept_stores, reader test).
     verstore.spark.configure(
         spark, str(tmp / "verstore"), local_dir=str(tmp / "local"), kept_stores_per_worker=0
     )

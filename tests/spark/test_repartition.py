@@ -147,7 +147,7 @@ def test_the_old_count_is_refused_once_the_store_moved(
 
 
 # The driver's steps, and one in the tasks that write the new partitions (the steps inside a
-# partition's commit are killed in tests/test_repartition_steps.py, without Spark).
+# partition's commit are killed in tests/checkpoint/test_repartition_steps.py, without Spark).
 KILL_STEPS = [
     "repartition_marked",
     "repartition_writing",

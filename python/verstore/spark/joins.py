@@ -458,7 +458,8 @@ def _apply_with_tie_breakers(fn: _AsofPartition, store: Any, codec: ValueCodec, 
 class _AsofPartitionArrow(_AsofPartition):
     """The partition function as it was before the Rust kernel: the same steps as chains of
     pyarrow kernels and store batch calls. The reference the kernel is tested against
-    (``tests/test_join_kernel.py``) and measured against (``benches/asof_partition.py``)."""
+    (``tests/spark/parts/test_asof_kernel.py``) and measured against
+    (``benches/asof_partition.py``)."""
 
     def _compact(self, batch: Any, codec: ValueCodec) -> Any:
         import pyarrow as pa

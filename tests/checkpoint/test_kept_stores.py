@@ -2,7 +2,7 @@
 kept open"): reuse in the same process, handoff to another process, a holder killed with
 SIGKILL, a kept store that the partition moved past, failures of the deferred commit work.
 
-The simulation (tests/test_checkpoint_simulation.py) interleaves these with every other event
+The simulation (tests/checkpoint/test_simulation.py) interleaves these with every other event
 of the protocol; these tests pin each one down with real processes."""
 
 from __future__ import annotations

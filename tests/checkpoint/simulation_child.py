@@ -1,4 +1,4 @@
-"""A task process of the harsh checkpoint simulation (``test_checkpoint_simulation_harsh.py``).
+"""A task process of the harsh checkpoint simulation (``test_simulation_harsh.py``).
 
 It runs partition-store attempts for the parent, one command at a time, so that the parent can
 interleave several processes' opens, commits, snapshots and cleanups step by step and kill any

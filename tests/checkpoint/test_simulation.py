@@ -24,7 +24,7 @@ The model records every commit's operations from the empty state. The invariants
 
 ``VERSTORE_SIMULATION_EXAMPLES`` (default 8, or 30 with ``VERSTORE_LONG_TESTS=1``) and
 ``VERSTORE_SIMULATION_SEED`` (default 0) set the run's size and seed:
-``VERSTORE_SIMULATION_EXAMPLES=5000 pytest tests/test_checkpoint_simulation.py`` is the long run.
+``VERSTORE_SIMULATION_EXAMPLES=5000 pytest tests/checkpoint/test_simulation.py`` is the long run.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The checkpoint simulation made as harsh as production (docs/checkpoint.md, "The simulation
-test"): the model, oracle and invariants of ``test_checkpoint_simulation.py``, with attempts that
+test"): the model, oracle and invariants of ``test_simulation.py``, with attempts that
 run in real processes, overlap, die by SIGKILL, write to S3 and meet failing storage.
 
 Every attempt runs in a task process (``simulation_child.py``) from a small pool. A task process
@@ -35,10 +35,10 @@ Besides, an open or commit without an injected fault must succeed, and a task af
 on the same executor must not find the local copy locked or wrong.
 
 ``VERSTORE_SIMULATION_EXAMPLES`` and ``VERSTORE_SIMULATION_SEED`` (read by
-``test_checkpoint_simulation``) set each test's examples and seed; without the first, ``SIZES``:
+``test_simulation``) set each test's examples and seed; without the first, ``SIZES``:
 make test's and CI's small size, or with ``VERSTORE_LONG_TESTS=1`` a longer one.
 ``VERSTORE_SIMULATION_EXAMPLES=500
-pytest tests/test_checkpoint_simulation_harsh.py`` is a long run; S3 takes about 4 s an example.
+pytest tests/checkpoint/test_simulation_harsh.py`` is a long run; S3 takes about 4 s an example.
 Each test prints the events its run covered (hypothesis has no statistics for
 ``run_state_machine_as_test``): ``pytest -s`` or ``-rA`` shows them.
 """
@@ -67,7 +67,7 @@ from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 from simulation_child import dump
-from test_checkpoint_simulation import (
+from test_simulation import (
     _EXAMPLES,
     _SEED,
     COMMIT_STEPS,

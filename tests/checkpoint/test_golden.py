@@ -23,10 +23,10 @@ import verstore
 from verstore import cli, reader
 from verstore.changes import partitions_of_changes, read_changes
 
-sys.path.insert(0, str(Path(__file__).parent / "golden"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "golden"))
 import make_golden as golden  # the generator's own reads and encodings
 
-SETS = sorted(Path(__file__).parent.joinpath("golden").glob("verstore-*"))
+SETS = sorted(Path(__file__).parents[1].joinpath("golden").glob("verstore-*"))
 
 
 def test_the_formats_this_build_writes_have_a_golden_set() -> None:

@@ -1,7 +1,7 @@
 """The checkpoint simulation of a query that changes while it runs (docs/checkpoint.md, "The
 simulation test"): its partition count (``verstore.checkpoint.repartition``, as
 ``repartition_store`` runs it) and its value columns (a column added, then one widened), amid
-the events of ``test_checkpoint_simulation.py``: retried tasks, crashes at every step of a
+the events of ``test_simulation.py``: retried tasks, crashes at every step of a
 commit and of a repartition, zombies of older micro-batches and of the old partition count,
 processes that remember old settings, lost executor disks.
 
@@ -21,7 +21,7 @@ over the count in force. The invariants, checked after every step:
   attempt with the old count, is refused, never the query.
 
 ``VERSTORE_SIMULATION_EXAMPLES`` and ``VERSTORE_SIMULATION_SEED`` size and seed the run, as
-for ``test_checkpoint_simulation.py``.
+for ``test_simulation.py``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from verstore import NOT_PUT, VALID_TO_UNDEFINED, VersionedRecord, VersionedStor
 MakeStore = Callable[..., VersionedStore]
 
 CATALOGUE: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "kafka_scenarios.json").read_text()
+    (Path(__file__).parents[1] / "data" / "kafka_scenarios.json").read_text()
 )
 SCENARIOS: dict[str, dict[str, Any]] = {s["name"]: s for s in CATALOGUE["scenarios"]}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 LONG = os.environ.get("VERSTORE_LONG_TESTS") == "1"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 if LONG:
     CASES = list(itertools.product([1_000_000, 4_000_000], [64, 256, 1024], [1, 4]))

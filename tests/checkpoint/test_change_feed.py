@@ -19,10 +19,10 @@ from verstore.changes import DELETE, PUT, read_changes
 from verstore.exceptions import CorruptionError, MissingVersionError
 from verstore.reader import resolve
 
-sys.path.insert(0, str(Path(__file__).parent / "golden"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "golden"))
 import make_golden as golden  # the generator's own writes and settings
 
-GOLDEN = Path(__file__).parent / "golden" / "verstore-0.1.0"
+GOLDEN = Path(__file__).parents[1] / "golden" / "verstore-0.1.0"
 
 
 @pytest.fixture
