@@ -16,8 +16,8 @@ is one of its concepts and links the section it implements.
   nothing under its name (``.tmp-`` names and incomplete multipart uploads are not durable
   names).
 * **Seen once returned.** A create or delete that has returned is seen by every read and
-  listing that starts after it. No clock is trusted: a file's age only decides when space is
-  freed (``orphan_grace_s``), never whether a version survives.
+  listing that starts after it. No clock decides whether a version survives: a file's age
+  only decides when space is freed (``orphan_grace_s``).
 
 How each storage meets it: docs/checkpoint.md, "Durable layout"; why no interleaving of
 snapshots and cleanups then loses a version: "Cleanup".

@@ -1,6 +1,7 @@
 """Moving a stopped query's state to another partition count, step by step.
 
-The steps, in order (``partitioning.py`` has the files and why a crash leaves one usable state):
+The steps, in order (docs/checkpoint.md, "Repartitioning", has the files and why a crash leaves
+one usable state):
 
 1. :func:`plan`: the partitioning in force at version ``V`` (the version the query's next
    micro-batch opens) and the new one, numbered next, in a fresh directory;

@@ -548,7 +548,12 @@ class PartitionStore:
         try:
             kept.end()
         except Exception as e:
-            log.warning("%s: closing the kept store failed: %s", self._files.describe(), e)
+            log.warning(
+                "%s: closing the store of the failed open failed; the local copy will be "
+                "rebuilt: %s",
+                self._files.describe(),
+                e,
+            )
 
     def _kept_store_behind(self, kept: KeptStore) -> list[CommitRef] | None:
         """The commits a kept store must replay to serve the version (none: it holds the
