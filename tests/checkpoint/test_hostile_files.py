@@ -1,5 +1,5 @@
-"""Hostile and malformed checkpoint files (issue 8, points 1 and 3; docs/checkpoint.md, "Snapshot
-manifest" and "Durable layout").
+"""Hostile and malformed checkpoint files (docs/checkpoint.md, "Snapshot manifest" and "Durable
+layout").
 
 Anyone who can write to a checkpoint bucket controls its files, and a checksum is not
 authentication: every forged manifest here carries a *valid* checksum, computed as

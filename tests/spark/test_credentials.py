@@ -1,4 +1,4 @@
-"""Secret storage options never appear in clear in what Spark or verstore writes (issue 19).
+"""Secret storage options never appear in clear in what Spark or verstore writes.
 
 The queries run in a subprocess (``credentials_job.py``) with Spark's event log on and
 uncompressed: one SparkContext per process, and the event log is fixed when it starts. The
