@@ -48,9 +48,9 @@ from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.keeper import Keeper
 from verstore.checkpoint.layout import ROOT, LineageFiles
 from verstore.checkpoint.survey import verify_partition
+from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError
 from verstore.location import Location
-from verstore.reader import read_partition, resolve
 
 RETENTION_MS = 40
 SEGMENT_MS = 10
@@ -254,7 +254,7 @@ class Simulation(RuleBasedStateMachine):
         self.check_reader(lineage, partition, tip.version)
 
     def check_reader(self, lineage: str, partition: int, version: int) -> None:
-        """The reader (``verstore.reader``, behind ``read_store`` and ``verstore scan``) returns
+        """The reader (``verstore.committed``, behind ``read_store`` and ``verstore scan``) returns
         exactly the winning chain's contents at ``version``: every version of every key."""
         ref, settings = resolve(self.location, STORE, lineage)
         got = [

@@ -47,9 +47,9 @@ from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.meta import ColumnLayout
 from verstore.checkpoint.values import ValueCodec
+from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError, IncompatibleConfigError
 from verstore.location import Location
-from verstore.reader import read_partition, resolve
 
 STORE, LINEAGE = "quotes", "query"
 RETENTION_MS = 10**9  # nothing expires: the model is every committed write

@@ -8,7 +8,7 @@ opens its partition's stores at the micro-batch's version and commits when done.
 from verstore.spark._conf import TaskConf, configure
 from verstore.spark._inspect import inspect
 from verstore.spark._metrics import TaskMetrics, partition_metrics, progress_metrics
-from verstore.spark._reader import read_store
+from verstore.spark._read_store import read_store
 from verstore.spark._repartition import repartition_store
 from verstore.spark._runtime import (
     PartitionContext,
@@ -17,7 +17,7 @@ from verstore.spark._runtime import (
     partition_stores,
 )
 from verstore.spark.joins import asof_join
-from verstore.spark.latest import latest_by_timestamp
+from verstore.spark.latest_by_timestamp import latest_by_timestamp
 from verstore.spark.stateful import (
     HISTORY_STATE_SCHEMA,
     GroupHistory,
