@@ -165,7 +165,7 @@ def provide_options(checkpoint_root: str) -> dict[str, Any]:
 def in_task(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Runs ``TaskConf.current`` as a task of ``session`` would."""
     import pyspark
-    from verstore.spark import TaskConf
+    from verstore.spark._conf import TaskConf
 
     def current(session: _Session, credentials: Any = None) -> Any:
         monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Task(session.conf)))
