@@ -186,9 +186,9 @@ py-test: develop java-check
 # pyarrow, and Spark smoke tests on the lowest pyspark and pandas. Left out of the suite: the
 # checkpoint crash simulations and the protocol's fault, cleanup and hostile-file matrices
 # (minutes of process kills and storage faults that exercise the protocol, not the dependencies:
-# their calls into pyarrow's filesystems are the ones tests/checkpoint/test_checkpoint.py and
-# test_storage_faults.py make on local disk and S3 here; test-core runs them), and one
-# test whose pyarrow oracle sorts with per-key null placement, which pyarrow has only from 24.
+# their calls into pyarrow's filesystems are the ones the other tests of tests/checkpoint make on
+# local disk and S3 here; test-core runs them), and one test whose pyarrow oracle sorts with
+# per-key null placement, which pyarrow has only from 24.
 PROTOCOL_MATRICES := tests/checkpoint/test_failed_commits.py tests/checkpoint/test_cleanup.py \
   tests/checkpoint/test_hostile_files.py tests/core/test_crash.py
 MIN_SUITE := -m 'not spark' \

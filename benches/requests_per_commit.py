@@ -12,8 +12,6 @@ by their headers and query). Nothing is timed: the counts depend only on the pro
 from __future__ import annotations
 
 import argparse
-import http.client
-import http.server
 import random
 import shutil
 import socket
@@ -31,17 +29,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+# The proxy in front of moto is the race tests' (tests/s3_proxy.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from s3_proxy import S3Proxy
+
 OPERATIONS = ("PUT", "COPY", "GET", "HEAD", "LIST", "DELETE", "MULTIPART")
 
 
-class _Counting(http.server.ThreadingHTTPServer):
+class _Counting(S3Proxy):
+    """Counts the requests it forwards, by S3 operation."""
+
     def __init__(self, upstream: int) -> None:
-        super().__init__(("127.0.0.1", 0), _Forward)
-        self.upstream = upstream
+        super().__init__(upstream)
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
 
-    def count(self, method: str, path: str, headers: Any) -> None:
+    def seen(self, method: str, path: str, headers: Any) -> None:
         query = urllib.parse.urlsplit(path).query
         if "uploads" in query or "uploadId" in query:
             kind = "MULTIPART"
@@ -60,52 +63,6 @@ class _Counting(http.server.ThreadingHTTPServer):
         with self.lock:
             counts, self.counts = self.counts, Counter()
         return counts
-
-
-class _Forward(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Counting
-
-    def forward(self) -> None:
-        body = self._body()
-        self.server.count(self.command, self.path, self.headers)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "transfer-encoding"}
-        if body is not None:
-            headers["Content-Length"] = str(len(body))
-        upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream, timeout=60)
-        try:
-            upstream.request(self.command, self.path, body=body, headers=headers)
-            answer = upstream.getresponse()
-            data = answer.read()
-        finally:
-            upstream.close()
-        self.send_response(answer.status)
-        for key, value in answer.getheaders():
-            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(key, value)
-        size = answer.getheader("Content-Length") if self.command == "HEAD" else str(len(data))
-        self.send_header("Content-Length", size or "0")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _body(self) -> bytes | None:
-        """The request's body, also when it comes in chunks (sent on with its length)."""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            out = bytearray()
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                out += self.rfile.read(size)
-                self.rfile.readline()
-            while self.rfile.readline().strip():
-                pass  # trailers
-            return bytes(out)
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else None
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 def _port() -> int:

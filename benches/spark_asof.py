@@ -436,10 +436,15 @@ def tagged(part: Batch) -> list[pa.RecordBatch]:
 
 def partition_function(reference: bool = False) -> Any:
     """The join's partition function as ``asof_query`` builds it (``reference``: the pyarrow
-    path the Rust kernel replaced, ``_AsofPartitionArrow``)."""
-    from verstore.spark.joins import _AsofPartition, _AsofPartitionArrow
+    path the Rust kernel replaced, which the tests keep: ``tests/asof_reference.py``)."""
+    from verstore.spark.joins import _AsofPartition
 
-    cls = _AsofPartitionArrow if reference else _AsofPartition
+    cls = _AsofPartition
+    if reference:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from asof_reference import AsofPartitionArrow
+
+        cls = AsofPartitionArrow
     return cls(
         store="bench_asof",
         keys=["__vs_k0"],

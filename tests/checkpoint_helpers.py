@@ -10,6 +10,9 @@ session-scoped S3 server starts once per session, however many modules use it.
   and reads or damages durable files.
 * ``make_target``/``share``/``replaced``: modules build one checkpoint per kind and share it
   between read-only tests; a test that damages a file restores it (S3 round trips are slow).
+  ``built`` is such a checkpoint (``seven_versions``: versions 1..7, snapshots at 3 and 6).
+* ``moto_options``: the storage options of a moto server once it answers, with its bucket.
+* ``fsyncs``: the ``os.fsync`` and ``os.replace`` calls of a test, in order.
 * ``Reference``: the ops of each commit of the winning chain, by version; it replays them into
   ``VersionedStore.in_memory`` with the same retention and interval. Versions may be sparse: a
   version without a commit of its own has the state of the newest commit below it.
@@ -403,7 +406,7 @@ def assert_no_orphans(target: Target, partition: int = 0) -> None:
 
 
 def forge_manifest(body: dict[str, Any]) -> bytes:
-    """``body`` as a manifest file with a valid checksum, computed as ``manifest.py`` does
+    """``body`` as a manifest file with a valid checksum, computed as ``uploads.py`` does
     (crc32 of the canonical JSON of every field but ``checksum``)."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return json.dumps({**body, "checksum": zlib.crc32(canonical)}, indent=1).encode()
@@ -533,10 +536,37 @@ def _moto_server_executable() -> str | None:
     return str(beside) if beside.exists() else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def moto_options(server: subprocess.Popen[bytes], port: int) -> dict[str, Any]:
+    """The storage options of the moto server ``server`` started on ``port``, once it answers
+    (within 60 s), and with a bucket named ``bucket``."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
+                break
+        except urllib.error.HTTPError as answered:  # any HTTP answer means it is up
+            answered.close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"moto_server did not start (exit code {server.poll()})")
+            time.sleep(0.1)
+    options: dict[str, Any] = {
+        "endpoint_override": f"127.0.0.1:{port}",
+        "scheme": "http",
+        "access_key": "testing",
+        "secret_key": "testing",
+        "region": "us-east-1",
+    }
+    pafs.S3FileSystem(**options, allow_bucket_creation=True).create_dir("bucket")
+    return options
 
 
 @pytest.fixture(scope="session")
@@ -545,33 +575,14 @@ def s3_server() -> Iterator[dict[str, Any]]:
     executable = _moto_server_executable()
     if executable is None:
         pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [executable, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
-                    break
-            except urllib.error.HTTPError as answered:  # any HTTP answer means it is up
-                answered.close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto_server did not start (exit code {server.poll()})")
-                time.sleep(0.1)
-        options: dict[str, Any] = {
-            "endpoint_override": f"127.0.0.1:{port}",
-            "scheme": "http",
-            "access_key": "testing",
-            "secret_key": "testing",
-            "region": "us-east-1",
-        }
-        pafs.S3FileSystem(**options, allow_bucket_creation=True).create_dir("bucket")
+        options = moto_options(server, port)
         # The AWS SDK's default timeouts (1 s to connect, 3 s per request) are too short for
         # moto on a loaded CI machine: a request that moto completes late is retried by the SDK
         # (a retried CompleteMultipartUpload then fails) and the test fails for no reason.
@@ -640,6 +651,48 @@ def share(
     copy = target.new_local_dir()
     shutil.copytree(local, copy, dirs_exist_ok=True)
     return target, ref, copy
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def seven_versions(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Target, Reference, Path]:
+    """Versions 1..7 committed from one local directory, built once per module and kind:
+    snapshots at 3 and 6, and the cleanup after snapshot 6 deleted changelogs 1 and 2 (so
+    version 3 is the oldest kept and snapshot 3 the only base below 6). Tests that damage a
+    file restore it (``replaced``)."""
+    target = make_target(request, request.param, tmp_path_factory.mktemp("template"))
+    ref = Reference()
+    local = target.new_local_dir()
+    commit_batches(target, ref, random.Random(5), 0, 7, local)
+    return target, ref, local
+
+
+@pytest.fixture
+def built(
+    seven_versions: tuple[Target, Reference, Path], tmp_path: Path
+) -> tuple[Target, Reference, Path]:
+    """The shared checkpoint at version 7, the reference, a private copy of the local dir."""
+    return share(seven_versions, tmp_path)
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
+    """``("fsync", path)`` and ``("replace", destination)`` in the order they happen."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+        real_replace(src, dst, **kwargs)
+        events.append(("replace", os.path.realpath(dst)))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    yield events
 
 
 def largest_file(directory: Path, pattern: str) -> Path:

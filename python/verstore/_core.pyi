@@ -207,7 +207,7 @@ class VersionedStore:
         history_retention_ms`` are rejected from then on, and a store opened with
         ``record_changes=True`` records it for :meth:`take_changelog` (a changelog holding it
         is format version 2), so that replaying the changelog reproduces it. Meant for copying
-        a store's history into new stores (rescaling): put every version in timestamp order,
+        a store's history into new stores (repartitioning): put every version in timestamp order,
         then advance to the source's ``observed_stream_time``.
 
         Args:

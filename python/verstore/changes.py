@@ -5,7 +5,7 @@ store accepted, in the order they were applied (docs/format.md, changelog files)
 those changelogs along the winning chain of each partition (docs/checkpoint.md), so a retried,
 speculative or zombie attempt's changelog never appears, and a write rejected as older than the
 grace period never does either. Keys and values are decoded with the store's column layout, as
-:mod:`verstore.reader` decodes state. Like every file read, a changelog is hostile input: its
+:mod:`verstore.committed` decodes state. Like every file read, a changelog is hostile input: its
 checksums, framing and header (version and attempts against its name) are verified.
 
 Used by ``verstore.spark.read_store(..., changes=True)`` (one Spark task per partition) and
@@ -22,13 +22,14 @@ from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef
 from verstore.checkpoint.lineage import ColumnLayout, StoreSettings
 from verstore.checkpoint.values import ValueCodec
+from verstore.committed import PARTITION, StoreRef
 from verstore.exceptions import CorruptionError, MissingVersionError
-from verstore.reader import PARTITION, StoreRef
 
 BATCH_ID = "batch_id"
 SEQUENCE = "change_seq"
 CHANGE = "change_type"
-#: The write's time (epoch ms): the version it wrote is valid from then, as the reader says.
+#: The write's time (epoch ms): the version it wrote is valid from then, as
+#: :mod:`verstore.committed` says.
 TIMESTAMP = "valid_from"
 #: ``change_type`` of a write with a value, and of a tombstone (a delete).
 PUT, DELETE = "put", "delete"

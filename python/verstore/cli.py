@@ -25,9 +25,9 @@ from verstore.checkpoint.inspect import (
     verify_partition,
 )
 from verstore.checkpoint.lineage import every_partition
+from verstore.committed import NEWEST, output_schema, read_partition, reading, resolve
 from verstore.exceptions import VerstoreError
 from verstore.location import Location
-from verstore.reader import NEWEST, output_schema, read_partition, reading, resolve
 
 
 def _options(pairs: Sequence[str]) -> dict[str, Any]:

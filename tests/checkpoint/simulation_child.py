@@ -43,6 +43,7 @@ from typing import IO, Any
 
 import verstore
 import verstore._core as core
+from forwarding_storage import ForwardingStorage
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults, layout
 from verstore.checkpoint.kept import Keeper
 from verstore.location import Location
@@ -122,15 +123,14 @@ def _conflicted() -> bool:
     return bool(plan[0] == 0)
 
 
-class FlakyStorage(Storage):
+class FlakyStorage(ForwardingStorage):
     """The checkpoint's storage, whose writes the plan makes fail: the nth write fails after
     some bytes (a small file given whole is then not sent at all, or sent whole and its answer
     lost), and on object storage the nth conditional create's answer is lost, so that the
     client's retry finds the name taken (by this very write)."""
 
     def __init__(self, inner: Storage) -> None:
-        self.inner = inner
-        self.name, self.conditional_create = inner.name, inner.conditional_create
+        super().__init__(inner)
         if isinstance(inner, ObjectStorage):
             put = inner._put_create
 
@@ -159,24 +159,6 @@ class FlakyStorage(Storage):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-    def info(self, paths: list[str]) -> Any:
-        return self.inner.info(paths)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def list(self, path: str) -> Any:
-        return self.inner.list(path)
-
-    def walk(self, path: str) -> Any:
-        return self.inner.walk(path)
-
-    def chunks(self, path: str) -> Any:
-        return self.inner.chunks(path)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
 
 
 def location(uri: str, storage_options: dict[str, Any] | None) -> Location:

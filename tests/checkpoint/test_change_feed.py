@@ -16,8 +16,8 @@ import verstore
 from verstore import cli
 from verstore._core import NOT_PUT, read_changelog
 from verstore.changes import DELETE, PUT, read_changes
+from verstore.committed import resolve
 from verstore.exceptions import CorruptionError, MissingVersionError
-from verstore.reader import resolve
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "golden"))
 import make_golden as golden  # the generator's own writes and settings

@@ -5,7 +5,7 @@ changed an on-disk format (``tests/golden/make_golden.py``) and is never regener
 ``golden.json`` holds every commit's writes and what each version read then. Every set is
 opened from a copy (the committed files stay as they are), at every version, by a fresh
 executor (rebuilt from snapshots and changelogs); continued with a further commit; rebuilt
-again; and read through ``verstore.reader`` and the ``verstore`` CLI.
+again; and read through ``verstore.committed`` and the ``verstore`` CLI.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import verstore
-from verstore import cli, reader
+from verstore import cli, committed
 from verstore.changes import partitions_of_changes, read_changes
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "golden"))
@@ -115,7 +115,7 @@ def test_the_cli_verifies_and_scans_a_golden_root(
     newest = str(max(int(v) for v in g["prices"]["rows"]))
     table = pq.read_table(out)
     assert golden.plain_rows(table.to_batches()) == g["prices"]["reads"][newest]["history"]
-    _, settings = reader.resolve(str(root), "kv", g["lineage"])
+    _, settings = committed.resolve(str(root), "kv", g["lineage"])
     assert settings.history_retention_ms == g["history_retention_ms"]
 
 
@@ -161,7 +161,7 @@ def test_a_repartitioned_store_reads_and_continues(
     }
     with pytest.raises(verstore.IncompatibleConfigError, match="repartition_store"):
         golden.open_partition(root, "moved", 0, newest + 1, tmp_path / "old", num_partitions=2)
-    ref, settings = reader.resolve(str(root), "moved", g["lineage"])
+    ref, settings = committed.resolve(str(root), "moved", g["lineage"])
     feed = [
         r
         for partitioning, p in partitions_of_changes(ref, settings, None, None)

@@ -1,9 +1,9 @@
-"""Hostile and malformed checkpoint files (issue 8, points 1 and 3; docs/checkpoint.md, "Snapshot
-manifest" and "Durable layout").
+"""Hostile and malformed checkpoint files (docs/checkpoint.md, "Snapshot manifest" and "Durable
+layout").
 
 Anyone who can write to a checkpoint bucket controls its files, and a checksum is not
 authentication: every forged manifest here carries a *valid* checksum, computed as
-``manifest.py`` computes it. For each hostile input, three readers must refuse it with a
+``uploads.py`` computes it. For each hostile input, three readers must refuse it with a
 ``CorruptionError`` (or, for the CLI, exit status 1 and a message) that names the file:
 
 * a rebuild (``PartitionStore.open`` in a fresh local directory, as a task on a new executor);

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -23,6 +22,15 @@ import pyarrow.fs as pafs
 import pytest
 from verstore.location import Location
 from verstore.storage import PART_SIZE, TMP_MARK, HadoopStorage, ObjectStorage
+
+pytest.register_assert_rewrite("checkpoint_helpers")
+from checkpoint_helpers import (  # noqa: E402 (imported once marked for rewriting)
+    LINEAGE,
+    STORE,
+    Target,
+    free_port,
+    moto_options,
+)
 
 pytest_plugins = ["checkpoint_helpers"]
 
@@ -175,6 +183,54 @@ def test_storage_without_conditional_create_is_refused_for_writing(tmp_path: Pat
     Location.resolve(str(tmp_path)).require_conditional_create()
 
 
+def test_location_resolves_paths_and_uris(tmp_path: Path) -> None:
+    local = Location.resolve(str(tmp_path / "x"))
+    assert local.root == str(tmp_path / "x")
+    assert local.storage.conditional_create
+    assert local.describe(local.path("a")) == str(tmp_path / "x" / "a")
+    file_uri = Location.resolve(f"file://{tmp_path}/y/")
+    assert file_uri.root == f"{tmp_path}/y"
+    with pytest.raises(ValueError, match="unsupported scheme 'ftp'"):
+        Location.resolve("ftp://host/path")
+
+
+def test_create_new_writes_whole_files_once_and_leaves_no_temporaries(target: Target) -> None:
+    loc = target.location
+    path = loc.path("dir", "file.bin")
+    loc.create_new(path, b"first")
+    with pytest.raises(FileExistsError):
+        loc.create_new(path, b"second")
+    assert loc.read_bytes(path) == b"first"
+    assert loc.read_head(path, 3) == b"fir"
+    with pytest.raises(ValueError, match="larger than 4 bytes"):
+        loc.read_bytes(path, 4)
+    assert loc.read_bytes(path, 5) == b"first"
+    assert target.names(loc.path("dir")) == {"file.bin"}
+    loc.delete(path)
+    loc.delete(path)  # deleting a missing file is not an error
+    assert not loc.exists(path)
+    assert list(loc.list(loc.path("nothing-here"))) == []
+    if target.kind == "s3":
+        assert loc.describe(path) == f"s3://{path}"
+
+
+def test_a_local_commit_syncs_every_directory_it_created(
+    tmp_path: Path, fsyncs: list[tuple[str, str]]
+) -> None:
+    """The first commit of a partition creates its directories: each must be in its parent's
+    synced entries, or a crash can lose the directory and the durable commit in it."""
+    loc = Location.resolve(str(tmp_path / "root"))
+    path = loc.path(STORE, f"q={LINEAGE}", "p=0", "1-" + "1" * 32 + "-0-" + "0" * 32 + ".changelog")
+    loc.write_new(path, b"changelog bytes")
+    synced = {p for kind, p in fsyncs if kind == "fsync"}
+    top = Path(os.path.realpath(tmp_path))
+    created = Path(os.path.realpath(path)).parent
+    while created != top:
+        assert str(created.parent) in synced, f"{created} is not synced into its parent"
+        created = created.parent
+    assert loc.read_bytes(path) == b"changelog bytes"
+
+
 # --- two processes race to create one name ------------------------------------------------------
 
 
@@ -223,7 +279,7 @@ def serial_s3_server() -> Iterator[dict[str, Any]]:
     """A moto S3 server that answers one request at a time. moto checks a condition, then
     writes: served concurrently, two conditional PUTs could both pass its check, which S3
     itself never lets happen. One at a time, it answers as S3 does."""
-    port = _port()
+    port = free_port()
     script = (
         "import sys\n"
         "from moto.server import DomainDispatcherApplication, create_backend_app\n"
@@ -233,36 +289,10 @@ def serial_s3_server() -> Iterator[dict[str, Any]]:
     )
     server = subprocess.Popen([sys.executable, "-c", script, str(port)])
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
-                    break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "no moto server"
-                time.sleep(0.1)
-        options: dict[str, Any] = {
-            "endpoint_override": f"127.0.0.1:{port}",
-            "scheme": "http",
-            "access_key": "testing",
-            "secret_key": "testing",
-            "region": "us-east-1",
-        }
-        pafs.S3FileSystem(**options, allow_bucket_creation=True).create_dir("bucket")
-        yield options
+        yield moto_options(server, port)
     finally:
         server.terminate()
         server.wait(timeout=10)
-
-
-def _port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_two_processes_racing_to_create_one_name_on_s3(serial_s3_server: dict[str, Any]) -> None:
@@ -278,7 +308,7 @@ def test_a_storage_error_names_no_secret() -> None:
         {
             "account_name": "vstestaccount",
             "sas_token": secret,
-            "blob_storage_authority": f"127.0.0.1:{_port()}",  # nothing listens
+            "blob_storage_authority": f"127.0.0.1:{free_port()}",  # nothing listens
             "blob_storage_scheme": "http",
         },
     )

@@ -14,8 +14,6 @@ and asserts that every kept version still rebuilds and that exactly one repartit
 from __future__ import annotations
 
 import dataclasses
-import http.client
-import http.server
 import random
 import threading
 import urllib.parse
@@ -48,6 +46,7 @@ from checkpoint_helpers import (  # noqa: E402 (imported once marked for rewriti
     commit_batches,
     generate_ops,
 )
+from s3_proxy import S3Proxy  # noqa: E402
 
 pytest_plugins = ["checkpoint_helpers"]
 
@@ -229,16 +228,20 @@ def test_a_fresh_upload_slower_than_the_grace_outlives_a_cleanup(
 # --- two repartitions at once --------------------------------------------------------------------
 
 
-class _Interposer(http.server.ThreadingHTTPServer):
+class _Interposer(S3Proxy):
     """A proxy in front of the S3 server that runs ``rival`` once, just before it sends on the
     first upload of a key ending in ``watched`` (the record itself, or a temporary copy of it):
     the rival then lands after this client found the name free and before it writes."""
 
     def __init__(self, upstream: int, watched: str, rival: Callable[[], None]) -> None:
-        super().__init__(("127.0.0.1", 0), _Forward)
-        self.upstream, self.watched, self.rival = upstream, watched, rival
+        super().__init__(upstream)
+        self.watched, self.rival = watched, rival
         self.fired = False
         self.lock = threading.Lock()
+
+    def seen(self, method: str, path: str, headers: Any) -> None:
+        if self.first_upload(method, path):
+            self.rival()
 
     def first_upload(self, method: str, path: str) -> bool:
         with self.lock:
@@ -248,55 +251,6 @@ class _Interposer(http.server.ThreadingHTTPServer):
                 return False
             self.fired = True
             return True
-
-
-class _Forward(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Interposer
-
-    def forward(self) -> None:
-        body = self._body()
-        if self.server.first_upload(self.command, self.path):
-            self.server.rival()
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "transfer-encoding"}
-        if body is not None:
-            headers["Content-Length"] = str(len(body))
-        upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream, timeout=60)
-        try:
-            upstream.request(self.command, self.path, body=body, headers=headers)
-            answer = upstream.getresponse()
-            data = answer.read()
-        finally:
-            upstream.close()
-        self.send_response(answer.status)
-        for key, value in answer.getheaders():
-            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(key, value)
-        length_header = answer.getheader("Content-Length")
-        self.send_header(
-            "Content-Length", length_header if self.command == "HEAD" else str(len(data))
-        )
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _body(self) -> bytes | None:
-        """The request's body, also when it comes in chunks (sent on with its length)."""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            out = bytearray()
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                out += self.rfile.read(size)
-                self.rfile.readline()
-            while self.rfile.readline().strip():
-                pass  # trailers
-            return bytes(out)
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else None
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = forward
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

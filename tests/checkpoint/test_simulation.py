@@ -7,7 +7,7 @@ speculative copies, zombies that opened before their retry and commit after it, 
 open late), micro-batches in which some or no partitions run, crashes at every step of a
 commit and during a rebuild, failing snapshot uploads and cleanups, wiped executor disks, and a
 second query (lineage) on the same root and store name. Each executor runs Python workers that
-keep committed stores open between tasks (``checkpoint.keeper``): a task reuses the store its
+keep committed stores open between tasks (``checkpoint.kept``): a task reuses the store its
 worker kept, or asks another worker to hand it over; workers die holding stores, close idle
 ones, and keep stores of commits that other executors have since moved past (zombie stores).
 Attempt ids come from a simulated clock, so a run is a function of hypothesis' seed.
@@ -48,9 +48,9 @@ from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.inspect import verify_partition
 from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.layout import ROOT, LineageFiles
+from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError
 from verstore.location import Location
-from verstore.reader import read_partition, resolve
 
 RETENTION_MS = 40
 SEGMENT_MS = 10
@@ -254,7 +254,7 @@ class Simulation(RuleBasedStateMachine):
         self.check_reader(lineage, partition, tip.version)
 
     def check_reader(self, lineage: str, partition: int, version: int) -> None:
-        """The reader (``verstore.reader``, behind ``read_store`` and ``verstore scan``) returns
+        """The reader (``verstore.committed``, behind ``read_store`` and ``verstore scan``) returns
         exactly the winning chain's contents at ``version``: every version of every key."""
         ref, settings = resolve(self.location, STORE, lineage)
         got = [

@@ -47,9 +47,9 @@ from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.lineage import ColumnLayout
 from verstore.checkpoint.values import ValueCodec
+from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError, IncompatibleConfigError
 from verstore.location import Location
-from verstore.reader import read_partition, resolve
 
 STORE, LINEAGE = "quotes", "query"
 RETENTION_MS = 10**9  # nothing expires: the model is every committed write
@@ -109,7 +109,7 @@ class Simulation(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        self.dir = Path(tempfile.mkdtemp(prefix="verstore-rescale-", dir=shm))
+        self.dir = Path(tempfile.mkdtemp(prefix="verstore-repartition-", dir=shm))
         self.location = Location.resolve(str(self.dir / "root"))
         self.partitions = 3
         self.layout = 0
@@ -345,8 +345,8 @@ _LONG = os.environ.get("VERSTORE_LONG_TESTS") == "1"
 _EXAMPLES = int(os.environ.get("VERSTORE_SIMULATION_EXAMPLES", "30" if _LONG else "6"))
 _SEED = int(os.environ.get("VERSTORE_SIMULATION_SEED", "0"))
 
-TestRescaleSimulation = seed(_SEED)(Simulation).TestCase
-TestRescaleSimulation.settings = settings(
+TestRepartitionSimulation = seed(_SEED)(Simulation).TestCase
+TestRepartitionSimulation.settings = settings(
     max_examples=_EXAMPLES,
     stateful_step_count=30,
     deadline=None,

@@ -1,5 +1,5 @@
-"""Faults at the storage boundary of checkpoints (issue 18, points 3-5; docs/checkpoint.md,
-"What a failure leaves behind").
+"""Faults at the storage boundary of checkpoints (docs/checkpoint.md, "What a failure leaves
+behind").
 
 * An upload that fails half way publishes nothing under the name it was writing: a commit is
   all or nothing on S3 (the moto server on loopback) as on a local disk, and a truncated
@@ -8,7 +8,6 @@
   attempt's cleanup deleted it) is a failed snapshot, and a manifest that names a missing file
   is never a usable base for cleanup.
 * A store whose close fails still releases the local directory's lock.
-* Renames on a local disk are made durable by an fsync of their directory.
 
 Failures are injected into real components: a real S3 server or local directory, with an
 upload's source cut after half of it was read (a connection reset: the multipart upload is
@@ -20,12 +19,13 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import verstore
+from forwarding_storage import ForwardingStorage
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults
 from verstore.checkpoint.local import LocalCopy, LocalState
 from verstore.exceptions import StorageError
@@ -76,13 +76,13 @@ class CutSource:
         return getattr(self._inner, name)
 
 
-class CuttingStorage(Storage):
+class CuttingStorage(ForwardingStorage):
     """A real storage whose uploads of the paths ``armed`` picks are cut half way; a small file
     given whole is refused before it is sent."""
 
     def __init__(self, inner: Storage, armed: Callable[[str], bool]) -> None:
-        self.inner, self.armed, self.cut = inner, armed, []
-        self.name = inner.name
+        super().__init__(inner)
+        self.armed, self.cut = armed, []
 
     def create(self, path: str, data: bytes) -> None:
         if self.armed(path):
@@ -92,24 +92,6 @@ class CuttingStorage(Storage):
 
     def put_file(self, path: str, source: Any) -> None:
         self.inner.put_file(path, CutSource(source, path, self.cut) if self.armed(path) else source)
-
-    def info(self, paths: list[str]) -> Any:
-        return self.inner.info(paths)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def list(self, path: str) -> Any:
-        return self.inner.list(path)
-
-    def walk(self, path: str) -> Any:
-        return self.inner.walk(path)
-
-    def chunks(self, path: str) -> Any:
-        return self.inner.chunks(path)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
 
 
 def cutting_location(target: Target, armed: Callable[[str], bool]) -> tuple[Location, list[str]]:
@@ -143,7 +125,7 @@ def assert_every_version_matches(target: Target, ref: Reference) -> None:
         assert_version_matches(target, ref, version)
 
 
-# --- point 3: an upload cut half way ------------------------------------------------------------
+# --- an upload cut half way -----------------------------------------------------------------------
 
 
 def test_a_commit_upload_cut_half_way_publishes_nothing_and_never_wedges(
@@ -203,7 +185,7 @@ def test_a_snapshot_upload_cut_half_way_leaves_no_partial_file(
     assert_every_version_matches(target, ref)
 
 
-# --- point 4: a reused upload deleted by a concurrent cleanup -----------------------------------
+# --- a reused upload deleted by a concurrent cleanup ----------------------------------------------
 
 
 def _delete_reused_uploads(
@@ -276,7 +258,7 @@ def test_cleanup_does_not_trust_a_manifest_whose_file_is_missing(target: Target)
     assert target.graph().oldest_kept() == 0
 
 
-# --- point 5: a close that fails, renames made durable ------------------------------------------
+# --- a close that fails ---------------------------------------------------------------------------
 
 
 class CloseFails:
@@ -368,53 +350,3 @@ _real_open_local = PartitionStore._open_local
 
 def _open_local_close_fails(self: PartitionStore) -> verstore.VersionedStore:
     return CloseFails(_real_open_local(self))  # type: ignore[return-value]
-
-
-@pytest.fixture
-def fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
-    """``("fsync", path)`` and ``("replace", destination)`` in the order they happen."""
-    events: list[tuple[str, str]] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd: int) -> None:
-        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
-        real_fsync(fd)
-
-    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
-        real_replace(src, dst, **kwargs)
-        events.append(("replace", os.path.realpath(dst)))
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    yield events
-
-
-def test_local_json_is_replaced_then_its_directory_synced(
-    tmp_path: Path, fsyncs: list[tuple[str, str]]
-) -> None:
-    copy = LocalCopy(tmp_path, STORE, LINEAGE, 0)
-    copy.lock(1)
-    try:
-        copy.write_state(LocalState(LINEAGE, CommitRef(1, bytes(15) + b"\x01"), clean=True))
-    finally:
-        copy.unlock()
-    state_file = os.path.realpath(copy.state_file)
-    at = fsyncs.index(("replace", state_file))
-    assert ("fsync", os.path.realpath(copy.dir)) in fsyncs[at + 1 :]
-
-
-def test_a_local_commit_syncs_every_directory_it_created(
-    tmp_path: Path, fsyncs: list[tuple[str, str]]
-) -> None:
-    """The first commit of a partition creates its directories: each must be in its parent's
-    synced entries, or a crash can lose the directory and the durable commit in it."""
-    loc = Location.resolve(str(tmp_path / "root"))
-    path = loc.path(STORE, f"q={LINEAGE}", "p=0", "1-" + "1" * 32 + "-0-" + "0" * 32 + ".changelog")
-    loc.write_new(path, b"changelog bytes")
-    synced = {p for kind, p in fsyncs if kind == "fsync"}
-    top = Path(os.path.realpath(tmp_path))
-    created = Path(os.path.realpath(path)).parent
-    while created != top:
-        assert str(created.parent) in synced, f"{created} is not synced into its parent"
-        created = created.parent
-    assert loc.read_bytes(path) == b"changelog bytes"

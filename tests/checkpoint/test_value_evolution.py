@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from verstore import cli, reader
+from verstore import cli, committed
 from verstore._core import TUPLE_ENCODING
 from verstore.changes import read_changes
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore, StoreSettings
@@ -72,10 +72,10 @@ HISTORY = [
 ]
 
 
-def history(root: Path, version: int = reader.NEWEST) -> list[tuple[Any, ...]]:
-    ref, settings = reader.resolve(str(root), "prices")
+def history(root: Path, version: int = committed.NEWEST) -> list[tuple[Any, ...]]:
+    ref, settings = committed.resolve(str(root), "prices")
     rows = [
-        r for b in reader.read_partition(ref, settings, 0, version=version, history=True)
+        r for b in committed.read_partition(ref, settings, 0, version=version, history=True)
         for r in b.to_pylist()
     ]  # fmt: skip
     return [
@@ -102,7 +102,7 @@ def test_a_new_executor_rebuilds_the_evolved_store_and_continues(
 
 
 def test_the_change_feed_and_the_cli_decode_both_layouts(evolved: Path, tmp_path: Path) -> None:
-    ref, settings = reader.resolve(str(evolved), "prices")
+    ref, settings = committed.resolve(str(evolved), "prices")
     feed = [r for b in read_changes(ref, settings, 0) for r in b.to_pylist()]
     assert [(r["batch_id"], r["sym"], r["price"], r["venue"]) for r in feed] == [
         (0, "A", 1.5, None), (1, "B", 2.5, None), (2, "A", 3.25, "X"),
@@ -146,7 +146,7 @@ def test_a_damaged_evolution_file_is_a_corruption_error(
     path = evolved / "prices" / "q=default" / "_columns-1.json"
     path.write_bytes(damage(json.loads(path.read_text())))
     with pytest.raises(CorruptionError, match=r"_columns-1\.json"):
-        reader.resolve(str(evolved), "prices")
+        committed.resolve(str(evolved), "prices")
 
 
 def test_values_of_a_layout_the_lineage_never_recorded_are_refused() -> None:

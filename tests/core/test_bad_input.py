@@ -245,7 +245,7 @@ BAD_CALLS = [
         id="put-batch-numpy-ts-negative",
         marks=needs_numpy,
     ),
-    # times must be integers: a float is never truncated (issue 10), in a list or an array
+    # times must be integers: a float is never truncated, in a list or an array
     pytest.param(
         lambda s: s.put_batch([b"new1", b"new2"], [b"x", b"y"], [I + 40, 1.5]),
         TypeError,
@@ -738,3 +738,68 @@ def test_reopen_with_default_interval_spelled_out_is_compatible(
     with pytest.raises(verstore.IncompatibleConfigError, match=r"segment[_ ]interval"):
         VersionedStore(path, history_retention_ms=R, segment_interval_ms=I)
     assert_seeded(make_store(path, history_retention_ms=R, segment_interval_ms=None))
+
+
+# --------------------------------------------------------------------------------------------
+# times that are bools or beyond 64 bits, a batch of values over 2 GiB
+
+
+def test_batch_of_values_over_2_gib_is_a_value_error() -> None:
+    store = verstore.VersionedStore.in_memory(history_retention_ms=1_000)
+    big = bytes(2**29)  # five references to one 512 MiB value: 2.5 GiB in the batch
+    with pytest.raises(ValueError, match="2 GiB"):
+        store.put_batch([b"k"] * 5, [big] * 5, [1, 2, 3, 4, 5])
+    assert store.get(b"k") is None
+    assert store.observed_stream_time == -1
+    with pytest.raises(ValueError, match="2 GiB"):
+        store.put_batch([big] * 5, [None] * 5, [1, 2, 3, 4, 5])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.put(b"k", b"v", True),
+        lambda s: s.delete(b"k", False),
+        lambda s: s.get(b"k", as_of=True),
+        lambda s: s.versions(b"k", from_time=True),
+        lambda s: s.versions(b"k", to_time=False),
+        lambda s: s.get_batch([b"k"], as_of=True),
+        lambda s: s.put_batch([b"k"], [b"v"], [True]),
+    ],
+    ids=["put", "delete", "get", "versions_from", "versions_to", "get_batch", "put_batch"],
+)
+def test_a_bool_is_not_a_time(call: object) -> None:
+    store = verstore.VersionedStore.in_memory(history_retention_ms=1_000)
+    with pytest.raises(TypeError, match="bool"):
+        call(store)  # type: ignore[operator]
+    assert store.observed_stream_time == -1
+
+
+def test_group_history_refuses_bool_times() -> None:
+    history = verstore.GroupHistory(history_retention_ms=1_000)
+    with pytest.raises(TypeError, match="bool"):
+        history.put(b"v", True)
+    with pytest.raises(TypeError, match="bool"):
+        history.get(as_of=False)
+
+
+@pytest.mark.parametrize("time", [2**63, -(2**63) - 1, 2**100])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, t: s.put(b"k", b"v", t),
+        lambda s, t: s.delete(b"k", t),
+        lambda s, t: s.get(b"k", as_of=t),
+        lambda s, t: s.versions(b"k", from_time=t),
+        lambda s, t: s.get_batch([b"k"], as_of=t),
+        lambda s, t: s.put_batch([b"k"], [b"v"], [t]),
+        lambda s, t: s.delete_batch([b"k"], [t]),
+        lambda s, t: s.get_batch([b"k"], as_of=[t]),
+    ],
+    ids=["put", "delete", "get", "versions", "get_batch", "put_batch", "delete_batch", "as_of"],
+)
+def test_a_time_beyond_64_bits_is_a_value_error(call: object, time: int) -> None:
+    store = verstore.VersionedStore.in_memory(history_retention_ms=1_000)
+    with pytest.raises(ValueError, match="64 bits"):
+        call(store, time)  # type: ignore[operator]
+    assert store.observed_stream_time == -1

@@ -984,3 +984,60 @@ def test_error_hierarchy() -> None:
     ):
         assert issubclass(error, verstore.VerstoreError)
     assert issubclass(verstore.VerstoreError, Exception)
+
+
+# ============================================================================================
+# the largest time, 2**63 - 1 (a write there keeps the key readable), and the int64 bounds
+
+MAX = 2**63 - 1
+
+
+@pytest.fixture(params=["memory", "rocksdb"])
+def small_store(request: pytest.FixtureRequest, tmp_path: Path) -> verstore.VersionedStore:
+    """A store of each kind with a history retention of 1 s."""
+    if request.param == "memory":
+        return verstore.VersionedStore.in_memory(history_retention_ms=1_000)
+    return verstore.VersionedStore(tmp_path / "store", history_retention_ms=1_000)
+
+
+def test_delete_at_the_largest_time_keeps_the_key_readable(
+    small_store: verstore.VersionedStore,
+) -> None:
+    store = small_store
+    # a put then a delete at 2**63 - 1, and a delete of a key never written
+    store.put(b"k", b"v", MAX - 10)
+    assert store.delete(b"k", MAX) == verstore.VersionedRecord(b"v", MAX - 10, None)
+    assert store.delete(b"fresh", MAX) is None
+    for key in (b"k", b"fresh"):
+        assert store.get(key) is None
+        assert store.get(key, as_of=MAX) is None
+        assert store.versions(key, to_time=MAX - 1) == (
+            [verstore.VersionedRecord(b"v", MAX - 10, MAX)] if key == b"k" else []
+        )
+    assert store.get(b"k", as_of=MAX - 1) == verstore.VersionedRecord(b"v", MAX - 10, MAX)
+    # a value at the same largest time replaces the tombstone, and reads still work
+    assert store.put(b"k", b"w", MAX) == verstore.VALID_TO_UNDEFINED
+    assert store.get(b"k") == verstore.VersionedRecord(b"w", MAX, None)
+    assert store.put(b"fresh", b"x", MAX) == verstore.VALID_TO_UNDEFINED
+    batch = store.get_batch([b"k", b"fresh"], as_of=MAX)
+    assert batch.column("value").to_pylist() == [b"w", b"x"]
+    assert store.observed_stream_time == MAX
+
+
+def test_put_at_the_largest_time_then_reopen(tmp_path: Path) -> None:
+    with verstore.VersionedStore(tmp_path / "s", history_retention_ms=10) as store:
+        store.put(b"k", b"v", 5)
+        store.delete(b"k", MAX)
+    with verstore.VersionedStore(tmp_path / "s", history_retention_ms=10) as store:
+        assert store.get(b"k") is None
+        assert store.observed_stream_time == MAX
+
+
+def test_times_at_the_int64_bounds_are_accepted_where_valid() -> None:
+    store = verstore.VersionedStore.in_memory(history_retention_ms=1_000)
+    assert store.get(b"k", as_of=-(2**63)) is None
+    assert store.versions(b"k", from_time=-(2**63), to_time=MAX) == []
+    with pytest.raises(ValueError, match=">= 0"):
+        store.put(b"k", b"v", -(2**63))
+    codes = store.put_batch(pa.array([b"a", b"b"]), pa.array([b"1", b"2"]), pa.array([0, MAX]))
+    assert codes.to_pylist() == [-1, -1]

@@ -4,7 +4,7 @@ the budget, and falls back to within 64 MiB of the baseline once every store is 
 
 Each case runs ``benches/large_state.py`` in a fresh process (RSS is per process): puts of 4
 versions of every key by ``put_batch``, then as-of reads by ``get_batch``. The default size is
-a smoke size for ``make test``; ``VERSTORE_LONG_TESTS=1`` runs issue 33's sizes (1 and 4 million
+a smoke size for ``make test``; ``VERSTORE_LONG_TESTS=1`` runs the long sizes (1 and 4 million
 keys, limits of 64, 256 and 1024 MiB), an hour or so.
 
 A batch call holds its own rows' writes until it returns, beside the budget (``set_memory_limit``):

@@ -1,4 +1,4 @@
-"""The two core features of offline rescaling (docs/semantics.md §2.12, §2.14).
+"""The two core features of offline repartitioning (docs/semantics.md §2.12, §2.14).
 
 ``scan_versions(tombstones=True)`` returns each key's history with the tombstones still stored,
 and ``advance_stream_time`` raises the observed stream time as a write that stores no version.
@@ -108,8 +108,8 @@ def rows_with_tombstones(store: VersionedStore, **bounds: Any) -> list[dict[str,
     return rows
 
 
-def rescale(source: VersionedStore, target: VersionedStore) -> None:
-    """The rescaling recipe: every row with tombstones, by time, then the stream time."""
+def repartition(source: VersionedStore, target: VersionedStore) -> None:
+    """The repartitioning recipe: every row with tombstones, by time, then the stream time."""
     rows = sorted(rows_with_tombstones(source, ascending=True), key=lambda r: r["timestamp"])
     for row in rows:
         assert target.put(row["key"], row["value"], row["timestamp"]) != NOT_PUT, row
@@ -133,7 +133,7 @@ def assert_same_reads(a: VersionedStore, b: VersionedStore) -> None:
 
 @SETTINGS
 @given(config=config_st, backends=backends_st, history=ops_st, later=ops_st)
-def test_a_rescaled_store_reads_and_takes_writes_as_its_source(
+def test_a_repartitioned_store_reads_and_takes_writes_as_its_source(
     config: dict[str, int],
     backends: tuple[str, str],
     history: list[tuple[str, bytes, bytes | None, int]],
@@ -142,7 +142,7 @@ def test_a_rescaled_store_reads_and_takes_writes_as_its_source(
     with opened(backends[0], config) as source, opened(backends[1], config) as target:
         for op in history:
             apply(source, op)
-        rescale(source, target)
+        repartition(source, target)
         assert_same_reads(source, target)
         for op in later:
             assert apply(source, op) == apply(target, op), op
@@ -242,11 +242,11 @@ def test_advance_stream_time_refuses_bad_times(timestamp: Any, error: type, mess
     assert store.observed_stream_time == 5
 
 
-def test_an_empty_source_rescales_without_an_advance() -> None:
+def test_an_empty_source_repartitions_without_an_advance() -> None:
     """An empty store's stream time is -1, which advance_stream_time refuses: nothing to do."""
     source = VersionedStore.in_memory(history_retention_ms=10)
     target = VersionedStore.in_memory(history_retention_ms=10)
-    rescale(source, target)
+    repartition(source, target)
     assert target.observed_stream_time == -1
     with pytest.raises(ValueError, match="timestamp"):
         target.advance_stream_time(source.observed_stream_time)

@@ -88,7 +88,7 @@ def stored_values(path: Path, keys: list[bytes], wal: bool) -> list[bytes | None
 def test_a_full_disk_raises_or_persists_every_acknowledged_write(
     small_disk: Path, tmp_path: Path, wal: bool
 ) -> None:
-    """Issue point 1: 400 calls of 500 rows on a 6 MiB disk. Before, with the log off, every
+    """400 calls of 500 rows on a 6 MiB disk. Before, with the log off, every
     call and ``close`` returned and all 200 000 keys were gone after reopening."""
     path = small_disk / "store"
     store = verstore.VersionedStore(path, history_retention_ms=RETENTION_MS, write_ahead_log=wal)
@@ -126,7 +126,7 @@ def test_a_close_that_returns_on_a_small_disk_kept_everything(
 def test_a_store_whose_buffer_write_failed_on_a_full_disk_serves_nothing(
     small_disk: Path,
 ) -> None:
-    """Issue point 2 on a real full disk: small memtables fill the disk, a flush fails, RocksDB
+    """On a real full disk: small memtables fill the disk, a flush fails, RocksDB
     refuses the next write of the buffer. Before, that call raised and the store went on
     answering reads without the writes of the buffer, which earlier calls had returned."""
     path = small_disk / "store"
@@ -142,7 +142,7 @@ def test_a_store_whose_buffer_write_failed_on_a_full_disk_serves_nothing(
 
 
 def test_a_failed_buffer_write_fails_the_store_until_it_is_reopened(injected: Path) -> None:
-    """Issue point 2: the write buffer was drained before its write, so a failed write lost the
+    """The write buffer was drained before its write, so a failed write lost the
     writes of earlier, acknowledged calls while the store went on serving without them."""
     path = injected / "store"
     store = verstore.VersionedStore(

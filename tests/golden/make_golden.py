@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import verstore
-from verstore import reader
+from verstore import committed
 from verstore._core import TUPLE_ENCODING, encode_rows
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.layout import FORMAT_VERSION
@@ -206,11 +206,11 @@ def prices_reads(root: Path, version: int) -> dict[str, Any]:
 
 def typed_reads(root: Path, store: str, version: int) -> dict[str, Any]:
     """A typed store at ``version`` as the reader decodes it: latest and history."""
-    ref, settings = reader.resolve(str(root), store, LINEAGE)
+    ref, settings = committed.resolve(str(root), store, LINEAGE)
     return {
-        "latest": plain_rows(reader.read_partition(ref, settings, 0, version=version)),
+        "latest": plain_rows(committed.read_partition(ref, settings, 0, version=version)),
         "history": plain_rows(
-            reader.read_partition(ref, settings, 0, version=version, history=True)
+            committed.read_partition(ref, settings, 0, version=version, history=True)
         ),
     }
 
@@ -342,14 +342,14 @@ def moved_put(root: Path, scratch: Path, version: int, rows: list[dict[str, Any]
 
 def moved_reads(root: Path, version: int) -> dict[str, Any]:
     """The ``moved`` store at ``version`` as the reader decodes it, every partition."""
-    ref, settings = reader.resolve(str(root), "moved", LINEAGE)
+    ref, settings = committed.resolve(str(root), "moved", LINEAGE)
     partitions = settings.partitioning_at(version).partitions(ref.files)
 
     def rows(history: bool) -> list[dict[str, Any]]:
         out = []
         for p in partitions:
             out += plain_rows(
-                reader.read_partition(ref, settings, p, version=version, history=history)
+                committed.read_partition(ref, settings, p, version=version, history=history)
             )
         return sorted(out, key=lambda r: (r["sym"], r["valid_from"]))
 

@@ -1,4 +1,4 @@
-"""Secret storage options never appear in clear in what Spark or verstore writes (issue 19).
+"""Secret storage options never appear in clear in what Spark or verstore writes.
 
 The queries run in a subprocess (``credentials_job.py``) with Spark's event log on and
 uncompressed: one SparkContext per process, and the event log is fixed when it starts. The
@@ -165,7 +165,7 @@ def provide_options(checkpoint_root: str) -> dict[str, Any]:
 def in_task(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Runs ``TaskConf.current`` as a task of ``session`` would."""
     import pyspark
-    from verstore.spark import TaskConf
+    from verstore.spark._conf import TaskConf
 
     def current(session: _Session, credentials: Any = None) -> Any:
         monkeypatch.setattr(pyspark.TaskContext, "get", staticmethod(lambda: _Task(session.conf)))

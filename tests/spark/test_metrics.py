@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import verstore.spark
-from verstore.spark import TaskMetrics
+from verstore.spark._metrics import TaskMetrics
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)

@@ -1,4 +1,4 @@
-"""The checkpoint protocol under what Spark does to it (docs/checkpoint.md; issue reproductions).
+"""The checkpoint protocol under what Spark does to it (docs/checkpoint.md).
 
 * A no-data micro-batch (the watermark advanced, no input) runs no verstore task: the next
   batch must still open its state.

@@ -1,6 +1,6 @@
-"""A running as-of join rescaled: 4 partitions for three micro-batches, ``repartition_store`` to
-7, two more, then to 2, two more. Every result equals ``merge_asof`` over every table update so
-far, ``read_store`` and the change feed see every version and every batch across both moves,
+"""A running as-of join repartitioned: 4 partitions for three micro-batches, ``repartition_store``
+to 7, two more, then to 2, two more. Every result equals ``merge_asof`` over every table update
+so far, ``read_store`` and the change feed see every version and every batch across both moves,
 and the old count is refused once the store moved. A repartition killed at any step leaves the
 query able to continue on the old count (before the publish) or the new one (after), exactly.
 """
@@ -101,7 +101,7 @@ def repartition(spark: Any, root: Path, work: Path, partitions: int) -> dict[str
 
 
 @pytest.mark.connect
-def test_a_query_rescaled_from_4_to_7_to_2_partitions_stays_exact(
+def test_a_query_repartitioned_from_4_to_7_to_2_partitions_stays_exact(
     spark: Any, verstore_root: Path, tmp_path: Path
 ) -> None:
     feed = Feed(tmp_path, seed=11)

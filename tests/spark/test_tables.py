@@ -317,7 +317,7 @@ def spill_area(tmp_path: Path, seed: int) -> SpillArea:
 
 @pytest.mark.parametrize("emit", ["changes", "latest", "all"])
 def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) -> None:
-    from verstore.spark.latest import _LatestPartition
+    from verstore.spark.latest_by_timestamp import _LatestPartition
 
     columns = ["customer", "t", "item", "qty", "change", "previous_item", "previous_qty"]
     schema = updates_schema(False).append(pa.field("__vs_ts", pa.int64()))

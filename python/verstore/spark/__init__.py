@@ -5,19 +5,14 @@ opens its partition's stores at the micro-batch's version and commits when done.
 ``docs/spark.md``.
 """
 
-from verstore.spark._conf import TaskConf, configure
+from verstore.spark._conf import configure
 from verstore.spark._inspect import inspect
-from verstore.spark._metrics import TaskMetrics, partition_metrics, progress_metrics
-from verstore.spark._reader import read_store
+from verstore.spark._metrics import partition_metrics, progress_metrics
+from verstore.spark._read_store import read_store
 from verstore.spark._repartition import repartition_store
-from verstore.spark._runtime import (
-    PartitionContext,
-    StoreSpec,
-    map_partitions_with_stores,
-    partition_stores,
-)
+from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
 from verstore.spark.joins import asof_join
-from verstore.spark.latest import latest_by_timestamp
+from verstore.spark.latest_by_timestamp import latest_by_timestamp
 from verstore.spark.stateful import (
     HISTORY_STATE_SCHEMA,
     GroupHistory,
@@ -32,8 +27,6 @@ __all__ = [
     "GroupHistory",
     "PartitionContext",
     "StoreSpec",
-    "TaskConf",
-    "TaskMetrics",
     "VersionedStatefulProcessor",
     "asof_join",
     "configure",
@@ -42,7 +35,6 @@ __all__ = [
     "load_history",
     "map_partitions_with_stores",
     "partition_metrics",
-    "partition_stores",
     "progress_metrics",
     "read_store",
     "repartition_store",

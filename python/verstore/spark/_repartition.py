@@ -119,7 +119,7 @@ def _move(spark: Any, plan: steps.Plan, credentials: StorageCredentials) -> int:
     rows = _rows_schema(key_schema)
     sources = plan.source.num_partitions or 0
     read = spark.range(0, sources, 1, sources).mapInArrow(
-        _reader(plan, credentials), from_arrow_schema(rows)
+        _source_rows(plan, credentials), from_arrow_schema(rows)
     )
     # As the helpers route rows (_runtime.map_partitions_with_stores): by the key columns.
     by = [arguments.col(k) for k in keys]
@@ -155,7 +155,7 @@ def _task_local_dir() -> str:
     return _local_dir(ctx.getLocalProperty if ctx is not None else (lambda _: None))
 
 
-def _reader(plan: steps.Plan, credentials: StorageCredentials) -> Any:
+def _source_rows(plan: steps.Plan, credentials: StorageCredentials) -> Any:
     """Each task: its old partitions' versions, with their decoded keys for the routing."""
 
     def read(batches: Iterator[Any]) -> Iterator[Any]:

@@ -1,6 +1,6 @@
 """What a ``read_store`` call reads, as a JSON-able request, and the reading of one of its
 partitions: shared by the two routes that run it, the Python data source (PySpark >= 4.0,
-``_datasource``) and ``mapInArrow`` over one row per partition (``_reader``, PySpark 3.5).
+``_datasource``) and ``mapInArrow`` over one row per partition (``_read_store``, PySpark 3.5).
 
 A request holds only public storage options (it is part of the plan); the secret ones travel
 beside it, pickled into the reading function or data source class.
@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from verstore.changes import changes_schema, read_changes
-from verstore.reader import output_schema, read_partition, resolve
+from verstore.committed import output_schema, read_partition, resolve
 
 
 def arrow_schema(request: Mapping[str, Any], storage_options: Mapping[str, Any]) -> Any:

@@ -1,10 +1,11 @@
 """Table-table joins of two versioned tables on Structured Streaming: the join's change stream.
 
 Each side is a versioned table given as a stream of updates ``(key, time, value)``, kept in a
-store of its own (see :mod:`verstore.spark.latest` for versioned tables and KIP-914). An update
-that becomes its key's newest version (``put`` returns ``VALID_TO_UNDEFINED``) is joined with
-the other side's version and emitted; an out-of-order update only rewrites its side's history,
-and one older than the grace period is dropped (``NOT_PUT``).
+store of its own (see :mod:`verstore.spark.latest_by_timestamp` for versioned tables and
+KIP-914). An update that becomes its key's newest version (``put`` returns
+``VALID_TO_UNDEFINED``) is joined with the other side's version and emitted; an out-of-order
+update only rewrites its side's history, and one older than the grace period is dropped
+(``NOT_PUT``).
 
 The join runs in partition mode (``_runtime``): per micro-batch and partition, both sides'
 updates are processed in one canonical order, (time, side, key), a chunk at a time with one

@@ -1,5 +1,5 @@
 """The as-of join's Rust partition kernel (``rust/asof.rs``, through ``verstore._core.asof_*``)
-against the pyarrow path it replaced (``joins._AsofPartitionArrow``): on random micro-batches
+against the pyarrow path it replaced (``asof_reference.py``): on random micro-batches
 with nulls, ties, tie-breakers, strictness, tolerances, negative and extreme times and evolved
 value layouts, both give the same output, bit for bit, the same put outcomes and the same
 stored state."""
@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import verstore
+from asof_reference import AsofPartitionArrow
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from verstore._core import TUPLE_ENCODING, asof_compact, asof_lookup, encode_rows
@@ -19,7 +20,7 @@ from verstore.checkpoint.lineage import ColumnLayout
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark._runtime import PartitionContext
 from verstore.spark._spill import SpillArea
-from verstore.spark.joins import _AsofPartition, _AsofPartitionArrow
+from verstore.spark.joins import _AsofPartition
 
 SCHEMA = pa.schema(
     [
@@ -120,7 +121,7 @@ def test_the_kernel_gives_what_the_pyarrow_path_gives(
         strict=strict,
     )
     got = run(_AsofPartition(**args), micro_batches, evolved, tmp_path)  # type: ignore[arg-type]
-    want = run(_AsofPartitionArrow(**args), micro_batches, evolved, tmp_path)  # type: ignore[arg-type]
+    want = run(AsofPartitionArrow(**args), micro_batches, evolved, tmp_path)  # type: ignore[arg-type]
     got_out, want_out = got[0], want[0]
     assert len(got_out) == len(want_out)
     for g, w in zip(got_out, want_out, strict=True):

@@ -25,7 +25,7 @@ from verstore.spark._kernels import whole_runs
 from verstore.spark._runtime import PartitionContext
 from verstore.spark._spill import SORT_KEY, ExternalSorter, RowBuffer, SpillArea
 from verstore.spark.joins import _AsofPartition
-from verstore.spark.latest import _LatestPartition
+from verstore.spark.latest_by_timestamp import _LatestPartition
 from verstore.spark.table_join import _JoinPartition
 
 UNBOUNDED = 1 << 40

@@ -27,7 +27,7 @@ from verstore.spark._kernels import whole_runs
 from verstore.spark._runtime import PartitionContext
 from verstore.spark._spill import MERGE_FAN_IN, SORT_KEY, ExternalSorter, RowBuffer, SpillArea
 from verstore.spark.joins import _AsofPartition
-from verstore.spark.latest import _LatestPartition
+from verstore.spark.latest_by_timestamp import _LatestPartition
 
 UNBOUNDED = 1 << 40
 SORT_SCHEMA = pa.schema([(SORT_KEY, pa.binary()), ("i", pa.int64())])

@@ -4,7 +4,7 @@ audits ("every price as of 10:00"), or its change feed ("what did micro-batch 41
 One Spark task per store partition: each rebuilds its partition at the requested version from
 the checkpoint into a private temporary directory (never the running query's local copies),
 scans it from a consistent snapshot and decodes keys and values back to the columns that wrote
-them (``verstore.reader``). This is what Spark 4's ``statestore`` source is for Spark's own
+them (``verstore.committed``). This is what Spark 4's ``statestore`` source is for Spark's own
 state. The tasks are those of a Python data source (``spark.read.format("verstore")``,
 ``_datasource``) from PySpark 4.0; PySpark 3.5 has no data sources, and runs the same reads
 through ``mapInArrow`` over one row per partition. Either way the request (``_request``) holds
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from verstore.changes import partitions_of_changes
-from verstore.reader import NEWEST, encode_key, resolve
+from verstore.committed import NEWEST, encode_key, resolve
 from verstore.spark import _compat
 from verstore.spark._conf import StorageCredentials, split_options
 from verstore.spark._request import arrow_schema, read_part

@@ -1,7 +1,7 @@
 """Reading a store's committed state from its checkpoint: what the whole table looked like at a
 version, as of a time, or with its full history, decoded back to the columns that wrote it.
 
-A reader opens one partition of a lineage read-only (``PartitionStore.open(read_only=True)``):
+Each read opens one partition of a lineage read-only (``PartitionStore.open(read_only=True)``):
 it rebuilds the committed version in a private temporary directory, never touching the local
 copies of a running query, then scans it with a consistent snapshot and decodes keys and values
 with the Arrow schemas the store recorded (``ColumnLayout``). Used by
@@ -79,7 +79,7 @@ def resolve(
 
 
 def output_schema(columns: ColumnLayout | None) -> Any:
-    """The Arrow schema of a reader's rows: the key columns, the value columns (or ``key`` and
+    """The Arrow schema of the rows read: the key columns, the value columns (or ``key`` and
     ``value`` as binary when the store recorded no layout), ``valid_from``, ``valid_to`` (epoch
     ms) and ``partition``."""
     import pyarrow as pa
@@ -199,7 +199,7 @@ def _decode(
 
 
 def encode_key(columns: ColumnLayout | None, key: Any) -> bytes | None:
-    """A key bound for a reader: bytes as they are, or a tuple/dict of the key columns' values
+    """A key bound of a read: bytes as they are, or a tuple/dict of the key columns' values
     encoded with the store's layout (a prefix of the key columns is a prefix bound)."""
     import pyarrow as pa
 
