@@ -1,7 +1,6 @@
 //! Reading versions straight out of a row's encoded bytes, without decoding it.
 
-use super::validate::{Position, Scanned, header, index_entry, scan};
-use super::{HEADER_LEN, SegmentRow};
+use super::validate::{Position, RowShape, check, header, index_entry, locate, validate};
 use crate::error::{Error, Result};
 
 /// What a row says about one time `t`, found by [`lookup`] without decoding the whole row.
@@ -40,39 +39,28 @@ pub(super) fn from_header<'a>(
     }
 }
 
-/// The error for a row that [`scan`] refused: the precise complaint comes from the full
-/// decoder.
-fn refused(bytes: &[u8], location: &dyn Fn() -> String) -> Error {
-    match SegmentRow::decode(bytes, location) {
-        Err(error) => error,
-        Ok(_) => Error::corrupt(location(), "the row's index and values disagree"),
-    }
-}
-
-/// The version at `position` of a row that [`scan`] validated.
+/// The version at `position` of a row that [`validate`] checked.
 pub(super) fn found_at<'a>(
     bytes: &'a [u8],
-    scanned: &Scanned,
+    shape: &RowShape,
     position: Position,
     location: &dyn Fn() -> String,
 ) -> Result<Lookup<'a>> {
-    let entry = |i: usize| {
-        let (index, _) = bytes.get(HEADER_LEN..scanned.values_start)?.as_chunks();
-        index.get(i).map(index_entry)
-    };
+    let index = shape.index(bytes);
+    let entry = |i: usize| index.get(i).map(index_entry);
     let Some((timestamp, size)) = entry(position.newer) else {
-        return Err(refused(bytes, location));
+        return Err(locate(bytes, location));
     };
     let valid_to = match position.newer.checked_sub(1) {
-        Some(newer) => entry(newer).map_or(scanned.next_timestamp, |(t, _)| t),
-        None => scanned.next_timestamp,
+        Some(newer) => entry(newer).map_or(shape.next_timestamp, |(t, _)| t),
+        None => shape.next_timestamp,
     };
     let value = match usize::try_from(size) {
         Ok(len) => {
             let end = bytes.len().saturating_sub(position.newer_values);
             let start = end
                 .checked_sub(len)
-                .filter(|&start| start >= scanned.values_start)
+                .filter(|&start| start >= shape.values_start)
                 .ok_or_else(|| {
                     Error::corrupt(
                         location(),
@@ -92,8 +80,8 @@ pub(super) fn found_at<'a>(
 
 /// Reads the version valid at `t` straight from the encoded row. The 16-byte header decides
 /// `After` and `Before`; `Found` walks the index once, without allocating, validating the whole
-/// row as [`SegmentRow::decode`] does (the value offsets come from the row's end: the newest
-/// value ends the row).
+/// row with the [`validate`] that [`SegmentRow::decode`](super::SegmentRow::decode) runs (the
+/// value offsets come from the row's end: the newest value ends the row).
 pub(crate) fn lookup<'a>(
     bytes: &'a [u8],
     t: i64,
@@ -103,10 +91,8 @@ pub(crate) fn lookup<'a>(
         return Ok(answer);
     }
     let mut position = [Position::default()];
-    let Some(scanned) = scan(bytes, &[t], &mut position) else {
-        return Err(refused(bytes, location));
-    };
-    found_at(bytes, &scanned, position[0], location)
+    let shape = validate(bytes, &[t], &mut position, location)?;
+    found_at(bytes, &shape, position[0], location)
 }
 
 /// [`lookup`] of every one of `times` in one row: `f(k, lookup of times[k])`, in any order.
@@ -135,25 +121,23 @@ pub(super) fn lookup_each<'a>(
     if inside.is_empty() {
         return Ok(());
     }
-    let Some((scanned, positions)) = scan_at(bytes, &mut inside) else {
-        return Err(refused(bytes, location));
-    };
+    let (shape, positions) = check_at(bytes, &mut inside).ok_or_else(|| locate(bytes, location))?;
     for (&(_, k), &position) in inside.iter().zip(&positions) {
-        f(k, found_at(bytes, &scanned, position, location)?)?;
+        f(k, found_at(bytes, &shape, position, location)?)?;
     }
     Ok(())
 }
 
-/// Validates the row in one walk and finds where each of `inside`'s times (`(t, k)` pairs,
-/// every one within the row's range) falls in it; sorts `inside` newest first, as the walk
-/// goes. `None`: the row does not scan.
-pub(super) fn scan_at(
+/// Checks the row in one walk ([`check`]) and finds where each of `inside`'s times (`(t, k)`
+/// pairs, every one within the row's range) falls in it; sorts `inside` newest first, as the
+/// walk goes. `None`: the row does not hold.
+pub(super) fn check_at(
     bytes: &[u8],
     inside: &mut [(i64, usize)],
-) -> Option<(Scanned, Vec<Position>)> {
+) -> Option<(RowShape, Vec<Position>)> {
     inside.sort_unstable_by(|a, b| b.cmp(a));
     let sorted: Vec<i64> = inside.iter().map(|&(t, _)| t).collect();
     let mut positions = vec![Position::default(); sorted.len()];
-    let scanned = scan(bytes, &sorted, &mut positions)?;
-    Some((scanned, positions))
+    let shape = check(bytes, &sorted, &mut positions)?;
+    Some((shape, positions))
 }

@@ -1,7 +1,7 @@
 //! Format-2 appends: encoded, merged into a row, and read with the row without merging.
 
-use super::accessor::{found_at, from_header, lookup_each, scan_at};
-use super::validate::{Position, Scanned, scan};
+use super::accessor::{check_at, found_at, from_header, lookup_each};
+use super::validate::{Position, RowShape, check};
 use super::{Entry, HEADER_LEN, INDEX_ENTRY_LEN, Lookup, TOMBSTONE_SIZE};
 use crate::error::Result;
 use crate::format::{read_i32, read_i64};
@@ -42,7 +42,8 @@ fn decode_append(bytes: &[u8]) -> Option<(Entry<'_>, i64, &[u8])> {
 }
 
 /// The row that results from applying `operands` (each a concatenation of appends), in order,
-/// to `base` (`None`: no row). Each append is [`SegmentRow::append_newest`]. Never fails: when
+/// to `base` (`None`: no row). Each append is
+/// [`SegmentRow::append_newest`](super::SegmentRow::append_newest). Never fails: when
 /// `base` does not decode or an append does not fit, the result is the inputs behind a poisoned
 /// header, which every later read reports as corrupt (RocksDB's merges and compactions must not
 /// fail, or the whole store would stop).
@@ -67,13 +68,13 @@ fn apply_appends<'o>(
     base: Option<&[u8]>,
     operands: impl Iterator<Item = &'o [u8]>,
 ) -> Option<Vec<u8>> {
-    let scanned = match base {
-        Some(bytes) => Some(scan(bytes, &[], &mut [])?),
+    let shape = match base {
+        Some(bytes) => Some(check(bytes, &[], &mut [])?),
         None => None,
     };
-    let appended = decode_appends(scanned.as_ref(), operands)?;
+    let appended = decode_appends(shape.as_ref(), operands)?;
     let next_timestamp = appended.next_timestamp?;
-    let base = base.zip(scanned).filter(|_| appended.keep_base);
+    let base = base.zip(shape).filter(|_| appended.keep_base);
     let min_timestamp = match (&base, appended.entries.first()) {
         (Some((_, s)), _) => s.min_timestamp,
         (None, Some(oldest)) => oldest.timestamp,
@@ -95,9 +96,9 @@ fn apply_appends<'o>(
         };
         out.extend_from_slice(&size.to_be_bytes());
     }
-    if let Some((bytes, scanned)) = &base {
-        out.extend_from_slice(bytes.get(HEADER_LEN..scanned.values_start)?);
-        out.extend_from_slice(bytes.get(scanned.values_start..)?);
+    if let Some((bytes, shape)) = &base {
+        out.extend_from_slice(bytes.get(HEADER_LEN..shape.values_start)?);
+        out.extend_from_slice(bytes.get(shape.values_start..)?);
     }
     for entry in &appended.entries {
         out.extend_from_slice(entry.value.unwrap_or_default());
@@ -117,14 +118,14 @@ struct Appended<'o> {
     keep_base: bool,
 }
 
-/// The versions `operands` append to the row `scanned` describes (`None`: no row), checked to
+/// The versions `operands` append to the row `shape` describes (`None`: no row), checked to
 /// follow each other; `None` when they do not.
 fn decode_appends<'o>(
-    scanned: Option<&Scanned>,
+    shape: Option<&RowShape>,
     operands: impl Iterator<Item = &'o [u8]>,
 ) -> Option<Appended<'o>> {
-    let mut next = scanned.map(|s| s.next_timestamp);
-    let mut degenerate = scanned.is_some_and(|s| s.degenerate);
+    let mut next = shape.map(|s| s.next_timestamp);
+    let mut degenerate = shape.is_some_and(|s| s.degenerate);
     let mut appended = Appended {
         entries: Vec::new(),
         values_len: 0,
@@ -200,11 +201,11 @@ pub(crate) fn lookup_each_appended(
             )?;
         }
     }
-    let Some((bytes, scanned)) = split.base else {
+    let Some((bytes, shape)) = split.base else {
         return Ok(());
     };
     for (&(_, k), &position) in split.inside.iter().zip(&split.positions) {
-        f(k, found_at(bytes, &scanned, position, location)?)?;
+        f(k, found_at(bytes, &shape, position, location)?)?;
     }
     Ok(())
 }
@@ -216,14 +217,14 @@ struct AppendedRow<'a> {
     /// The appended versions, oldest first (a gap before one is a tombstone entry).
     entries: Vec<Entry<'a>>,
     /// The base row, validated, when there is one.
-    base: Option<(&'a [u8], Scanned)>,
+    base: Option<(&'a [u8], RowShape)>,
     /// The times the base answers, newest first, as `(t, k)`, and where each falls in it.
     inside: Vec<(i64, usize)>,
     positions: Vec<Position>,
 }
 
 impl<'a> AppendedRow<'a> {
-    /// `None` where the merge must decide: no appends, a base that does not scan or is a lone
+    /// `None` where the merge must decide: no appends, a base that does not hold or is a lone
     /// tombstone, appends that do not follow it.
     fn read(base: Option<&'a [u8]>, appends: &'a [u8], times: &[i64]) -> Option<Self> {
         if appends.is_empty() {
@@ -241,12 +242,12 @@ impl<'a> AppendedRow<'a> {
                         .enumerate()
                         .filter_map(|(k, &t)| (min <= t && t < next).then_some((t, k))),
                 );
-                let scanned;
-                (scanned, positions) = scan_at(bytes, &mut inside)?;
-                if scanned.degenerate {
+                let shape;
+                (shape, positions) = check_at(bytes, &mut inside)?;
+                if shape.degenerate {
                     return None;
                 }
-                Some((bytes, scanned))
+                Some((bytes, shape))
             }
             None => None,
         };

@@ -1,6 +1,6 @@
 //! [`SegmentRow`]: a decoded row that the put algorithm changes and encodes again.
 
-use super::validate::{header, read_index};
+use super::validate::{index_entry, locate, validate};
 use super::{Entry, HEADER_LEN, INDEX_ENTRY_LEN, TOMBSTONE_SIZE};
 use crate::error::{Error, Result};
 
@@ -173,53 +173,33 @@ impl<'a> SegmentRow<'a> {
         out
     }
 
-    /// Decodes and validates a row; `location` names it in errors.
+    /// Decodes and validates a row; `location` names it in errors. The entries are read from
+    /// the index [`validate`] checked, so nothing is checked twice.
     pub(crate) fn decode(bytes: &'a [u8], location: &dyn Fn() -> String) -> Result<Self> {
-        let corrupt = |detail: String| Error::corrupt(location(), detail);
-        let (next_timestamp, min_timestamp) = header(bytes, location)?;
-        let index = read_index(bytes, min_timestamp, &corrupt)?;
-        let mut offset = HEADER_LEN + INDEX_ENTRY_LEN * index.len();
-        // Value bytes: oldest first, so assign from the end of the index.
-        let mut entries = vec![
-            Entry {
-                timestamp: 0,
-                value: None
+        let shape = validate(bytes, &[], &mut [], location)?;
+        let index = shape.index(bytes);
+        let mut entries = Vec::with_capacity(index.len());
+        // The newest value ends the row: values are taken from the end, newest first.
+        let mut end = bytes.len();
+        for entry in index {
+            let (timestamp, size) = index_entry(entry);
+            let value = match usize::try_from(size) {
+                Ok(len) => {
+                    let start = end.checked_sub(len).filter(|&s| s >= shape.values_start);
+                    let Some((start, value)) = start.and_then(|s| Some((s, bytes.get(s..end)?)))
+                    else {
+                        return Err(locate(bytes, location));
+                    };
+                    end = start;
+                    Some(value)
+                }
+                Err(_) => None,
             };
-            index.len()
-        ];
-        for (slot, &(timestamp, size)) in entries.iter_mut().zip(&index).rev() {
-            slot.timestamp = timestamp;
-            if let Ok(len) = usize::try_from(size) {
-                let end = offset.checked_add(len).filter(|&end| end <= bytes.len());
-                let Some(end) = end else {
-                    return Err(corrupt(format!(
-                        "value of the version at {timestamp} runs past the end of the row"
-                    )));
-                };
-                slot.value = bytes.get(offset..end);
-                offset = end;
-            }
+            entries.push(Entry { timestamp, value });
         }
-        if offset != bytes.len() {
-            return Err(corrupt(format!(
-                "{} trailing bytes after the last value",
-                bytes.len() - offset
-            )));
-        }
-        let row = Self {
-            next_timestamp,
+        Ok(Self {
+            next_timestamp: shape.next_timestamp,
             entries,
-        };
-        let newest_ok = row
-            .entries
-            .first()
-            .is_some_and(|newest| newest.timestamp < next_timestamp)
-            || row.is_degenerate();
-        if !newest_ok {
-            return Err(corrupt(format!(
-                "newest version is not older than next_timestamp {next_timestamp}"
-            )));
-        }
-        Ok(row)
+        })
     }
 }

@@ -181,6 +181,71 @@ fn corrupted_input_is_an_error_not_a_panic() {
     assert!(err.to_string().contains("test row"), "{err}");
 }
 
+/// Each rule a row can break, and the complaint that names it: `decode`, `lookup` and
+/// `lookup_each` report the same one (the one validator finds it).
+#[test]
+fn a_broken_rule_is_named_alike_by_every_reader() {
+    // [9][3] [7,2] [5,-1] [3,1] "x" "yz": entries at 16, 28, 40; values from 52; 55 bytes
+    let good = row(9, &[(7, Some(b"yz")), (5, None), (3, Some(b"x"))]).encode();
+    let edited = |at: usize, bytes: &[u8]| {
+        let mut edited = good.clone();
+        edited[at..at + bytes.len()].copy_from_slice(bytes);
+        edited
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            good[..10].to_vec(),
+            "row of 10 bytes is shorter than its 16-byte header",
+        ),
+        (
+            edited(8, &(-1i64).to_be_bytes()),
+            "header has min_timestamp -1 and next_timestamp 9",
+        ),
+        (
+            edited(0, &2i64.to_be_bytes()),
+            "header has min_timestamp 3 and next_timestamp 2",
+        ),
+        (
+            good[..34].to_vec(),
+            "index entry 1 at offset 28 is truncated",
+        ),
+        (
+            edited(24, &(-2i32).to_be_bytes()),
+            "index entry 0 has timestamp 7 and size -2",
+        ),
+        (
+            edited(28, &8i64.to_be_bytes()),
+            "index entry 1 has timestamp 8 and size -1",
+        ),
+        // a min_timestamp that no entry has: the oldest entry is below it
+        (
+            edited(8, &4i64.to_be_bytes()),
+            "index entry 2 has timestamp 3 and size 1",
+        ),
+        (
+            good[..54].to_vec(),
+            "value of the version at 7 runs past the end of the row",
+        ),
+        (
+            [&good[..], &[0]].concat(),
+            "1 trailing bytes after the last value",
+        ),
+        (
+            edited(0, &7i64.to_be_bytes()),
+            "newest version is not older than next_timestamp 7",
+        ),
+    ];
+    for (bytes, detail) in cases {
+        let expected = format!("corrupt data in test row: {detail}");
+        let decoded = SegmentRow::decode(&bytes, &loc).expect_err(detail);
+        assert_eq!(decoded.to_string(), expected);
+        let looked = lookup(&bytes, 4, &loc).expect_err(detail);
+        assert_eq!(looked.to_string(), expected);
+        let each = lookup_each(&bytes, &[4, 6], &loc, |_, _| Ok(())).expect_err(detail);
+        assert_eq!(each.to_string(), expected);
+    }
+}
+
 /// A lookup's answer as plain data: `(timestamp, valid_to, value, 0)` found, `1` after,
 /// `(min_timestamp, .., 2)` before.
 type Flat = (i64, i64, Option<Vec<u8>>, u8);
