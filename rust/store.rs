@@ -18,7 +18,7 @@ use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::history;
-use crate::latest::LatestCache;
+use crate::latest_cache::LatestCache;
 use crate::memory;
 use crate::overlay::Overlay;
 use crate::read::columns::RecordColumns;
@@ -27,12 +27,12 @@ use crate::record::{PutOutcome, VersionedRecord};
 use crate::scan::pipe::OpenScans;
 use crate::spool::Spool;
 use crate::state::State;
-use crate::view::reader::Reader;
+use crate::view::buffered::BufferedView;
 
 mod handoff;
-mod inspect;
 mod metadata;
 mod open;
+mod scans;
 mod transaction;
 
 use metadata::Deferral;
@@ -48,7 +48,7 @@ pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
 /// A versioned key-value store.
 pub struct VersionedStore {
     backend: Box<dyn Backend>,
-    /// Latest-value entries, for persistent stores (see [`crate::latest`]).
+    /// Latest-value entries, for persistent stores (see [`crate::latest_cache`]).
     cache: Option<LatestCache>,
     /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log (see
     /// [`crate::overlay`]), and the size at which they are written.
@@ -127,8 +127,8 @@ impl VersionedStore {
         }
     }
 
-    fn reader(&self) -> Reader<'_> {
-        Reader::new(
+    fn reader(&self) -> BufferedView<'_> {
+        BufferedView::new(
             self.backend.as_ref(),
             self.cache.as_ref(),
             self.buffer.as_ref(),

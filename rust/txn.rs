@@ -17,14 +17,14 @@ use crate::format::short_bytes::ShortBytes;
 use crate::overlay::Overlay;
 use crate::spool::Log;
 use crate::state::State;
-use crate::view::reader::Reader;
+use crate::view::buffered::BufferedView;
 use crate::view::{ReadClient, read_map};
 
 /// A write transaction: its own writes over the store's buffer and committed state, plus the
 /// state changes they imply. `finish` hands the writes back to the store, which writes them,
 /// or ends the transaction on the write buffer it ran on.
 pub(crate) struct Txn<'s> {
-    reader: Reader<'s>,
+    reader: BufferedView<'s>,
     pub(crate) state: &'s mut State,
     overlay: Overlay,
     /// The write buffer `overlay` was taken from, which gets it back when the transaction
@@ -37,7 +37,7 @@ pub(crate) struct Txn<'s> {
 }
 
 impl<'s> Txn<'s> {
-    pub(crate) fn begin(reader: Reader<'s>, state: &'s mut State) -> Self {
+    pub(crate) fn begin(reader: BufferedView<'s>, state: &'s mut State) -> Self {
         Self {
             reader,
             latest_keys_before: state.latest_keys,
@@ -51,7 +51,7 @@ impl<'s> Txn<'s> {
     /// A transaction that runs on the write buffer `buffer` instead of collecting its writes
     /// apart; `finish` keeps or rolls back its writes there.
     pub(crate) fn begin_on(
-        reader: Reader<'s>,
+        reader: BufferedView<'s>,
         state: &'s mut State,
         buffer: &'s mut Overlay,
     ) -> Self {

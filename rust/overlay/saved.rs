@@ -222,7 +222,7 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
     let room = count.and_then(|c| usize::try_from(c).ok()).unwrap_or(0);
     map.reserve(room.min(body.len() / 9));
     let mut entries = Vec::with_capacity(room.min(body.len() / 9));
-    let mut at = Reader { bytes: body, at: 0 };
+    let mut at = Cursor { bytes: body, at: 0 };
     while at.at < body.len() {
         let key = StorageKey::from(at.bytes_field()?);
         let base = match at.byte()? {
@@ -267,12 +267,13 @@ fn check_kind(key: &[u8], base: &Base, appends: &[u8]) -> std::result::Result<()
     }
 }
 
-struct Reader<'a> {
+/// The bytes of a saved buffer's entries, read front to back.
+struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Cursor<'a> {
     fn byte(&mut self) -> std::result::Result<u8, &'static str> {
         let byte = *self.bytes.get(self.at).ok_or("an entry is cut short")?;
         self.at += 1;

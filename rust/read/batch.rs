@@ -12,7 +12,7 @@ use crate::format::key::{LATEST_SEGMENT, segment_prefix, sort_prefix};
 use crate::format::latest_value;
 use crate::format::segment_value::{self, Lookup};
 use crate::state::State;
-use crate::view::reader::Reader;
+use crate::view::buffered::BufferedView;
 
 /// A batch row's answer while the batch is read: found records point into an arena.
 #[derive(Debug, Clone, Copy)]
@@ -160,7 +160,12 @@ impl<'k> BatchRead<'k> {
     }
 
     /// Latest-value entries: the write buffer, the cache, then one `MultiGet` of the rest.
-    fn read_latest(&mut self, reader: Reader<'_>, state: &State, times: AsOf<'_>) -> Result<()> {
+    fn read_latest(
+        &mut self,
+        reader: BufferedView<'_>,
+        state: &State,
+        times: AsOf<'_>,
+    ) -> Result<()> {
         let mut buffer = KeyBuffer::default();
         for key in &self.unique {
             buffer.push(LATEST_SEGMENT, key);
@@ -172,7 +177,7 @@ impl<'k> BatchRead<'k> {
 
     /// One round of row lookups: each probe asks for its next segment; equal (segment, key)
     /// pairs are read once, in storage-key order (segment, then key: `unique` is sorted).
-    fn read_rows(&mut self, reader: Reader<'_>, state: &State) -> Result<()> {
+    fn read_rows(&mut self, reader: BufferedView<'_>, state: &State) -> Result<()> {
         let mut targets: Vec<Target> = Vec::with_capacity(self.waiting.len());
         self.waiting.retain(|read| {
             read.probe.next_segment(state).is_some_and(|segment| {
@@ -320,7 +325,7 @@ fn key_order(keys: &[&[u8]]) -> Vec<usize> {
 
 /// [`latest`](super::latest) or [`as_of`](super::as_of) for every key of a batch, in row order.
 pub(crate) fn batch(
-    reader: Reader<'_>,
+    reader: BufferedView<'_>,
     state: &State,
     keys: &[&[u8]],
     times: AsOf<'_>,

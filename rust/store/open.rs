@@ -14,7 +14,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::{history, meta};
-use crate::latest::LatestCache;
+use crate::latest_cache::LatestCache;
 use crate::overlay::Overlay;
 use crate::scan::pipe::OpenScans;
 use crate::segments::Segments;
