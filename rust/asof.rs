@@ -10,7 +10,7 @@
 //!   (`format/tuple.rs`), so each group of columns is encoded once and the bytes concatenated.
 //! * [`apply_updates`]: a chunk of compacted updates in sort-key order whose runs of equal
 //!   (time, key) are whole: the last row of each run (the winner) goes into the store, in order.
-//! * [`lookup`]: stream rows looked up as of their time (strictly before it, with `strict`),
+//! * [`lookup_stream_rows`]: stream rows looked up as of their time (strictly before it, with `strict`),
 //!   with the join's rules: a row with a null key column or time, or a lookup time before the
 //!   epoch, is unmatched, and so is a match older than the tolerance.
 //!
@@ -180,7 +180,7 @@ pub struct Matches {
 /// [`KernelError::Unsupported`] for a key column the tuple encoding cannot encode; the store's
 /// errors; [`Error::InvalidArgument`] for a bad column index or a time column that is not
 /// `int64`.
-pub fn lookup(
+pub fn lookup_stream_rows(
     store: &VersionedStore,
     batch: &RecordBatch,
     keys: &[usize],
@@ -518,7 +518,7 @@ mod tests {
             ],
         )
         .expect("batch");
-        let plain = lookup(&s, &rows, &[0], 1, MatchRule::default()).expect("lookup");
+        let plain = lookup_stream_rows(&s, &rows, &[0], 1, MatchRule::default()).expect("lookup");
         assert_eq!(
             plain.valid_from.iter().collect::<Vec<_>>(),
             [Some(20), Some(10), None, None, None]
@@ -532,7 +532,7 @@ mod tests {
             strict: true,
             tolerance_ms: Some(4),
         };
-        let got = lookup(&s, &rows, &[0], 1, strict).expect("lookup");
+        let got = lookup_stream_rows(&s, &rows, &[0], 1, strict).expect("lookup");
         // 20 strictly: the version at 10, 10 ms old: beyond the tolerance. i64::MIN strictly
         // matches nothing (no wrap to i64::MAX).
         assert_eq!(
@@ -543,7 +543,7 @@ mod tests {
             strict: true,
             tolerance_ms: None,
         };
-        let got = lookup(&s, &rows, &[0], 1, strict_only).expect("lookup");
+        let got = lookup_stream_rows(&s, &rows, &[0], 1, strict_only).expect("lookup");
         assert!(
             got.valid_from.is_null(4),
             "i64::MIN strictly matched {got:?}"

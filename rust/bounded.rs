@@ -1,4 +1,4 @@
-//! A map bounded in bytes, the eviction of the store's caches (`latest.rs`, the RocksDB
+//! A map bounded in bytes, the eviction of the store's caches (`latest_cache.rs`, the RocksDB
 //! backend's row cache): past its bound it forgets about half of its entries, in hash order (at
 //! random). A working set within the bound stays; a larger one degrades to misses. A hit costs
 //! no bookkeeping, unlike an LRU list. Every map is charged to the process's pool of caches

@@ -15,7 +15,7 @@ mod changelog;
 mod config;
 mod error;
 mod format;
-mod latest;
+mod latest_cache;
 mod memory;
 mod order;
 mod overlay;
@@ -36,7 +36,7 @@ mod python;
 
 pub use asof::{
     Compacted, KernelError, MatchRule, Matches, UpdateColumns, apply_updates, compact_updates,
-    lookup,
+    lookup_stream_rows,
 };
 #[doc(hidden)]
 pub use backend::faults::fail_storage_writes;

@@ -124,7 +124,14 @@ enum Step<'a> {
     /// Look further down.
     Next,
     /// The read is answered (`None`: no value is valid at `t`).
-    Done(Option<(i64, i64, &'a [u8])>),
+    Done(Option<Found<'a>>),
+}
+
+/// The value valid at a probe's time, found in a row: valid in `[timestamp, valid_to)`.
+struct Found<'a> {
+    timestamp: i64,
+    valid_to: i64,
+    value: &'a [u8],
 }
 
 impl Probe {
@@ -161,7 +168,11 @@ impl Probe {
                 timestamp,
                 valid_to,
                 value,
-            }) => Step::Done(value.map(|v| (timestamp, valid_to, v))),
+            }) => Step::Done(value.map(|value| Found {
+                timestamp,
+                valid_to,
+                value,
+            })),
         }
     }
 }
@@ -206,10 +217,10 @@ pub(crate) fn as_of(
         };
         client.lookup_row(&read, &mut |row| {
             if let Step::Done(answer) = probe.visit(state, segment, row) {
-                found = Some(answer.map(|(timestamp, valid_to, value)| VersionedRecord {
-                    value: value.to_vec(),
-                    timestamp,
-                    valid_to: Some(valid_to),
+                found = Some(answer.map(|found| VersionedRecord {
+                    value: found.value.to_vec(),
+                    timestamp: found.timestamp,
+                    valid_to: Some(found.valid_to),
                 }));
             }
             Ok(())

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, sort_prefix, storage_key};
 use crate::format::meta;
 use crate::format::segment_value::merge_appends;
-use crate::latest::LatestCache;
+use crate::latest_cache::LatestCache;
 use crate::view::is_latest_key;
 
 impl Overlay {

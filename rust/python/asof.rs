@@ -143,7 +143,9 @@ pub(crate) fn asof_lookup<'py>(
     };
     let found = store
         .inner
-        .detached_or(py, |s| crate::lookup(s, &batch, &keys, time, rule))
+        .detached_or(py, |s| {
+            crate::lookup_stream_rows(s, &batch, &keys, time, rule)
+        })
         .map_err(kernel_error)?;
     batch_to_pyarrow(
         py,

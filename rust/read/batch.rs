@@ -12,7 +12,7 @@ use crate::format::key::{LATEST_SEGMENT, segment_prefix, sort_prefix};
 use crate::format::latest_value;
 use crate::format::segment_value::{self, Lookup};
 use crate::state::State;
-use crate::view::reader::Reader;
+use crate::view::buffered::BufferedView;
 
 /// A batch row's answer while the batch is read: found records point into an arena.
 #[derive(Debug, Clone, Copy)]
@@ -63,8 +63,28 @@ struct BatchRead<'k> {
     first: Vec<usize>,
     answers: Vec<Answer>,
     arena: Vec<u8>,
-    /// `(row, key u, probe)`.
-    probes: Vec<(usize, usize, Probe)>,
+    /// The rows that still look for a history row.
+    waiting: Vec<Waiting>,
+}
+
+/// A row whose read goes on below the latest value.
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    row: usize,
+    /// Its key's index in `unique`.
+    key: usize,
+    probe: Probe,
+}
+
+/// The row a waiting read asks for next. Sorted by storage key (segment, then key), so equal
+/// rows are next to each other and read once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Target {
+    segment: i64,
+    /// The key's index in `unique` (sorted: its order is the keys').
+    key: usize,
+    /// The index of the read in `waiting`.
+    waiting: usize,
 }
 
 impl<'k> BatchRead<'k> {
@@ -98,7 +118,7 @@ impl<'k> BatchRead<'k> {
             first,
             answers: vec![Answer::Absent; n],
             arena: Vec::new(),
-            probes: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 
@@ -131,7 +151,7 @@ impl<'k> BatchRead<'k> {
                 _ => {
                     let start = t.and_then(|t| Probe::start(state, latest.map(|l| l.0), t));
                     if let Some(probe) = start {
-                        self.probes.push((row, u, probe));
+                        self.waiting.push(Waiting { row, key: u, probe });
                     }
                 }
             }
@@ -140,7 +160,12 @@ impl<'k> BatchRead<'k> {
     }
 
     /// Latest-value entries: the write buffer, the cache, then one `MultiGet` of the rest.
-    fn read_latest(&mut self, reader: Reader<'_>, state: &State, times: AsOf<'_>) -> Result<()> {
+    fn read_latest(
+        &mut self,
+        reader: BufferedView<'_>,
+        state: &State,
+        times: AsOf<'_>,
+    ) -> Result<()> {
         let mut buffer = KeyBuffer::default();
         for key in &self.unique {
             buffer.push(LATEST_SEGMENT, key);
@@ -152,46 +177,59 @@ impl<'k> BatchRead<'k> {
 
     /// One round of row lookups: each probe asks for its next segment; equal (segment, key)
     /// pairs are read once, in storage-key order (segment, then key: `unique` is sorted).
-    fn read_rows(&mut self, reader: Reader<'_>, state: &State) -> Result<()> {
-        let mut targets: Vec<(i64, usize, usize)> = Vec::with_capacity(self.probes.len());
-        self.probes.retain(|&(_, u, probe)| {
-            probe.next_segment(state).is_some_and(|segment| {
-                targets.push((segment, u, targets.len()));
+    fn read_rows(&mut self, reader: BufferedView<'_>, state: &State) -> Result<()> {
+        let mut targets: Vec<Target> = Vec::with_capacity(self.waiting.len());
+        self.waiting.retain(|read| {
+            read.probe.next_segment(state).is_some_and(|segment| {
+                targets.push(Target {
+                    segment,
+                    key: read.key,
+                    waiting: targets.len(),
+                });
                 true
             })
         });
         targets.sort_unstable();
         let mut row_keys = KeyBuffer::default();
         let mut groups: Vec<usize> = Vec::new();
-        for (position, &(segment, u, _)) in targets.iter().enumerate() {
-            if position == 0 || targets[position - 1].0 != segment || targets[position - 1].1 != u {
-                row_keys.push(segment, self.unique[u]);
+        for (position, target) in targets.iter().enumerate() {
+            let row = (target.segment, target.key);
+            if position == 0 || (targets[position - 1].segment, targets[position - 1].key) != row {
+                row_keys.push(target.segment, self.unique[target.key]);
                 groups.push(position);
             }
         }
         groups.push(targets.len());
-        let mut done = vec![false; self.probes.len()];
+        let mut done = vec![false; self.waiting.len()];
         let mut times: Vec<i64> = Vec::new();
         reader.multi_read_rows(&row_keys.slices(), &mut |g, bytes, appends| {
             let group = &targets[groups[g]..groups[g + 1]];
-            let (segment, u, _) = group[0];
-            let key = self.unique[u];
+            let segment = group[0].segment;
+            let key = self.unique[group[0].key];
             times.clear();
-            times.extend(group.iter().map(|&(_, _, p)| self.probes[p].2.t));
-            let mut visit = |p: usize, row: Option<Lookup<'_>>| {
-                let (answer_row, _, mut probe) = self.probes[p];
-                let step = probe.visit(state, segment, row);
-                self.probes[p].2 = probe;
+            times.extend(
+                group
+                    .iter()
+                    .map(|target| self.waiting[target.waiting].probe.t),
+            );
+            let mut visit = |w: usize, row: Option<Lookup<'_>>| {
+                let read = &mut self.waiting[w];
+                let (answer_row, step) = (read.row, read.probe.visit(state, segment, row));
                 if let Step::Done(found) = step {
-                    done[p] = true;
-                    if let Some((timestamp, valid_to, value)) = found {
-                        self.found(answer_row, timestamp, Some(valid_to), value);
+                    done[w] = true;
+                    if let Some(found) = found {
+                        self.found(
+                            answer_row,
+                            found.timestamp,
+                            Some(found.valid_to),
+                            found.value,
+                        );
                     }
                 }
             };
             if bytes.is_none() && appends.is_none() {
-                for &(_, _, p) in group {
-                    visit(p, None);
+                for target in group {
+                    visit(target.waiting, None);
                 }
                 return Ok(());
             }
@@ -199,12 +237,12 @@ impl<'k> BatchRead<'k> {
             let location = || row_location(&reader, segment, key);
             let appends = appends.unwrap_or_default();
             segment_value::lookup_each_appended(bytes, appends, &times, &location, |k, row| {
-                visit(group[k].2, Some(row));
+                visit(group[k].waiting, Some(row));
                 Ok(())
             })
         })?;
         let mut index = 0;
-        self.probes.retain(|_| {
+        self.waiting.retain(|_| {
             index += 1;
             !done[index - 1]
         });
@@ -285,16 +323,16 @@ fn key_order(keys: &[&[u8]]) -> Vec<usize> {
     order.into_iter().map(|(_, i)| i).collect()
 }
 
-/// [`latest`] or [`as_of`] for every key of a batch, in row order.
+/// [`latest`](super::latest) or [`as_of`](super::as_of) for every key of a batch, in row order.
 pub(crate) fn batch(
-    reader: Reader<'_>,
+    reader: BufferedView<'_>,
     state: &State,
     keys: &[&[u8]],
     times: AsOf<'_>,
 ) -> Result<RecordColumns> {
     let mut read = BatchRead::new(keys);
     read.read_latest(reader, state, times)?;
-    while !read.probes.is_empty() {
+    while !read.waiting.is_empty() {
         read.read_rows(reader, state)?;
     }
     Ok(read.columns())

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::memory;
 use crate::spool::Log;
 use crate::txn::Txn;
-use crate::view::reader::Reader;
+use crate::view::buffered::BufferedView;
 
 impl VersionedStore {
     /// Runs `work` in one transaction and commits it: into the write buffer, or to RocksDB.
@@ -51,7 +51,7 @@ impl VersionedStore {
             self.write_buffer()?;
         }
         let Some(buffer) = &mut self.buffer else {
-            let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
+            let reader = BufferedView::new(self.backend.as_ref(), self.cache.as_ref(), None);
             let mut txn = Txn::begin(reader, &mut self.state);
             txn.log = self.spool.is_some().then(Log::default);
             let value = work(&mut txn)?;
@@ -69,7 +69,7 @@ impl VersionedStore {
             return Ok(value);
         };
         // The transaction runs on the buffer itself, so its reads go straight to storage.
-        let reader = Reader::new(self.backend.as_ref(), self.cache.as_ref(), None);
+        let reader = BufferedView::new(self.backend.as_ref(), self.cache.as_ref(), None);
         let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
         txn.log = self.spool.is_some().then(Log::default);
         let value = work(&mut txn);

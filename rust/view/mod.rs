@@ -1,6 +1,6 @@
 //! What a read sees: storage keys read through layers of state, each a [`ReadClient`]. The
 //! committed state ([`stored::Stored`]: the backend, latest values through their cache), a
-//! store's write buffer over it ([`reader::Reader`]), and, for the put algorithm, a
+//! store's write buffer over it ([`buffered::BufferedView`]), and, for the put algorithm, a
 //! transaction's own writes over that (`crate::txn`). The read algorithms (`crate::read`) run
 //! unchanged against any of them, and against a scan's cursors.
 
@@ -8,7 +8,7 @@ use crate::backend::{Backend, RowRead, Visit, VisitRow};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, segment_of};
 
-pub(crate) mod reader;
+pub(crate) mod buffered;
 pub(crate) mod stored;
 
 /// Reads of storage keys, by the read algorithms: `visit` gets the bytes, borrowed.

@@ -3,7 +3,7 @@
 use super::{ReadClient, is_latest_key};
 use crate::backend::{Backend, RowRead, Visit, VisitRow};
 use crate::error::Result;
-use crate::latest::LatestCache;
+use crate::latest_cache::LatestCache;
 
 /// Committed state: the backend, with latest-value entries through the cache when there is one.
 #[derive(Clone, Copy)]

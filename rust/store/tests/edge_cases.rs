@@ -456,7 +456,7 @@ fn delete_batch_equals_a_loop_of_deletes() {
     });
 }
 
-/// §E12 at the other end: the largest time is a legal write time (issue 8, point 2).
+/// §E12 at the other end: the largest time is a legal write time, read back as any other.
 #[test]
 fn writes_at_the_largest_time_read_back_on_both_backends() {
     on_both_backends(config(10, 3), |s| {

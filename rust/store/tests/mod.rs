@@ -16,8 +16,8 @@
 //!   acknowledged writes;
 //! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
 //! * [`restore`]: recording accepted writes and replaying them from changelogs;
-//! * [`rescale`]: a store's history with its tombstones, copied into a new store in timestamp
-//!   order, reads and takes writes as the store it came from.
+//! * [`repartition`]: a store's history with its tombstones, copied into a new store in
+//!   timestamp order, reads and takes writes as the store it came from.
 //!
 //! [`sut`] is the store under test of the property suites (scans use it too); [`harness`] holds
 //! what the example-based cases share; they run against both backends
@@ -33,6 +33,6 @@ mod kafka;
 mod model;
 mod persistence;
 mod properties;
-mod rescale;
+mod repartition;
 mod restore;
 pub(crate) mod sut;

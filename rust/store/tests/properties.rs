@@ -1,6 +1,6 @@
 //! Property tests: every backend against the reference model (`model`), batches against loops
-//! of single calls, replay order (§2.9), and batch calls over the whole `i64` time range (issue
-//! 8, point 2).
+//! of single calls, replay order (§2.9), and batch calls over the whole `i64` time range with
+//! empty and large keys.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -443,7 +443,7 @@ proptest! {
     }
 }
 
-// Edge inputs (issue 8, point 2): the whole i64 time range, empty and large keys.
+// Edge inputs: the whole i64 time range, empty and large keys.
 
 /// Times from the whole `i64` range, the bounds and their neighbours most often.
 fn arb_any_time() -> impl Strategy<Value = i64> {

@@ -1,4 +1,4 @@
-//! Rescaling a store (docs/semantics.md §2.12, §2.14): every key's history with its tombstones,
+//! Repartitioning a store (docs/semantics.md §2.12, §2.14): every key's history with its tombstones,
 //! read by `scan_versions` with `tombstones`, put in timestamp order into an empty store that
 //! then advances to the source's stream time, gives a store that reads as the source and takes
 //! later writes as the source does. And the rows such a scan returns: each key's a suffix of its
@@ -56,9 +56,9 @@ fn scan_rows(store: &mut VersionedStore, query: ScanVersions) -> Result<Vec<Row>
     rows(scan).map_err(TestCaseError::fail)
 }
 
-/// The rescaling of `source` into a new store on `backing`: its rows with tombstones, oldest
+/// The repartitioning of `source` into a new store on `backing`: its rows with tombstones, oldest
 /// first, sorted by time (stably) and put, then its stream time.
-fn rescale(source: &mut Sut, backing: Backing) -> Result<Sut, TestCaseError> {
+fn repartition(source: &mut Sut, backing: Backing) -> Result<Sut, TestCaseError> {
     let config = source.store().config();
     let mut rows = scan_rows(source.store_mut(), with_tombstones(None, None, ASC))?;
     rows.sort_by_key(|row| row.2);
@@ -68,7 +68,11 @@ fn rescale(source: &mut Sut, backing: Backing) -> Result<Sut, TestCaseError> {
             .store_mut()
             .put(key, value.as_deref(), *timestamp)
             .map_err(|e| TestCaseError::fail(describe(&e)))?;
-        prop_assert_ne!(outcome, PutOutcome::Expired, "a rescaled put was rejected");
+        prop_assert_ne!(
+            outcome,
+            PutOutcome::Expired,
+            "a repartitioned put was rejected"
+        );
     }
     let stream_time = source.store().observed_stream_time();
     if stream_time >= 0 {
@@ -156,18 +160,18 @@ fn run(
         apply(&mut model, &mut source, op)?;
     }
     check_rows_against_model(source.store_mut(), &model)?;
-    let mut target = rescale(&mut source, target_backing)?;
+    let mut target = repartition(&mut source, target_backing)?;
     let plan = Plan::wide(model.stream_time, config.history_retention_ms());
     let expected = observe(&model, &KEYS, &plan);
     assert_same(&observe(target.store(), &KEYS, &plan), &expected)
-        .map_err(|e| TestCaseError::fail(format!("rescaled: {e}")))?;
+        .map_err(|e| TestCaseError::fail(format!("repartitioned: {e}")))?;
     // Later writes, out of order too, give the model's results on both stores.
     let mut target_model = model.clone();
     for (step, op) in later.iter().enumerate() {
         apply(&mut model, &mut source, op)
             .map_err(|e| TestCaseError::fail(format!("source, later step {step}: {e}")))?;
         apply(&mut target_model, &mut target, op)
-            .map_err(|e| TestCaseError::fail(format!("rescaled, later step {step}: {e}")))?;
+            .map_err(|e| TestCaseError::fail(format!("repartitioned, later step {step}: {e}")))?;
     }
     let plan = Plan::wide(model.stream_time, config.history_retention_ms());
     assert_same(
@@ -182,7 +186,7 @@ proptest! {
     #![proptest_config(cases(128))]
 
     #[test]
-    fn a_rescaled_store_reads_and_takes_writes_as_its_source(
+    fn a_repartitioned_store_reads_and_takes_writes_as_its_source(
         config in arb_config(),
         backings in (arb_backing(), arb_backing()),
         history in proptest::collection::vec(arb_op(), 1..40),

@@ -5,8 +5,8 @@ use super::{ReadClient, is_latest_key};
 use crate::backend::{Backend, RowRead, Visit, VisitIndexed, VisitRow};
 use crate::error::Result;
 use crate::format::segment_value::merge_appends;
-use crate::latest::LatestCache;
-use crate::overlay::{Overlay, ReadPlan};
+use crate::latest_cache::LatestCache;
+use crate::overlay::{Overlay, ReadPlan, WriteBuffer};
 
 /// Receives key `i` of a batch read as the value below and the write buffer's row appends on
 /// it (`None`: the value is the answer).
@@ -14,21 +14,22 @@ pub(crate) type VisitParts<'v> = dyn FnMut(usize, Option<&[u8]>, Option<&[u8]>) 
 
 /// What a store's reads see: its write buffer (when it keeps one) over the committed state.
 #[derive(Clone, Copy)]
-pub(crate) struct Reader<'a> {
+pub(crate) struct BufferedView<'a> {
     pub(crate) stored: Stored<'a>,
+    /// The write buffer's pending writes.
     pub(crate) buffer: Option<&'a Overlay>,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> BufferedView<'a> {
     /// Reads of `backend` through its latest-value `cache`, under the write `buffer` if any.
     pub(crate) fn new(
         backend: &'a dyn Backend,
         cache: Option<&'a LatestCache>,
-        buffer: Option<&'a Overlay>,
+        buffer: Option<&'a WriteBuffer>,
     ) -> Self {
         Self {
             stored: Stored { backend, cache },
-            buffer,
+            buffer: buffer.map(WriteBuffer::writes),
         }
     }
 
@@ -95,7 +96,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-impl ReadClient for Reader<'_> {
+impl ReadClient for BufferedView<'_> {
     fn read_with(&self, key: &[u8], visit: &mut Visit<'_>) -> Result<()> {
         match self.buffer {
             Some(buffer) => buffer.read_with(key, &self.stored, visit),
