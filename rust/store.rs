@@ -141,23 +141,14 @@ impl VersionedStore {
             return Ok(());
         };
         let wrote = !buffer.is_empty();
-        let written = if wrote {
-            buffer.write_to(
-                self.backend.as_mut(),
-                self.cache.as_ref(),
-                self.state.stream_time,
-            )
-        } else {
-            Ok(())
-        };
+        let written = buffer.write_to(
+            self.backend.as_mut(),
+            self.cache.as_ref(),
+            self.state.stream_time,
+        );
         if let Err(error) = &written {
             self.failure = Some(error.to_string());
         }
-        if memory::BUFFERS.is_over() {
-            // The room an emptied buffer keeps for the next writes is memory others need now.
-            buffer.release_room();
-        }
-        buffer.recharge();
         if wrote && self.path.is_some() {
             memory::return_free_memory();
         }

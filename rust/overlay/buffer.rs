@@ -52,14 +52,22 @@ impl WriteBuffer {
     }
 
     /// Writes everything to `backend` as one sorted batch (`Overlay::write_to`): empty
-    /// afterwards, even when the write failed.
+    /// afterwards, even when the write failed. The buffer keeps its table's room for the next
+    /// writes, unless the process's write buffers are past their share, and is charged for what
+    /// it keeps.
     pub(crate) fn write_to(
         &mut self,
         backend: &mut dyn Backend,
         cache: Option<&LatestCache>,
         stream_time: i64,
     ) -> Result<()> {
-        self.writes.write_to(backend, cache, stream_time)
+        let written = self.writes.write_to(backend, cache, stream_time);
+        if memory::BUFFERS.is_over() {
+            // The room an emptied buffer keeps for the next writes is memory others need now.
+            self.release_room();
+        }
+        self.recharge();
+        written
     }
 
     /// The bytes the buffer holds before it is written: its own bound, and the share of the
