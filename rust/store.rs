@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::format::history;
 use crate::latest_cache::LatestCache;
 use crate::memory;
-use crate::overlay::Overlay;
+use crate::overlay::WriteBuffer;
 use crate::read::columns::RecordColumns;
 use crate::read::{self, AsOf, ResultOrder};
 use crate::record::{PutOutcome, VersionedRecord};
@@ -50,10 +50,9 @@ pub struct VersionedStore {
     backend: Box<dyn Backend>,
     /// Latest-value entries, for persistent stores (see [`crate::latest_cache`]).
     cache: Option<LatestCache>,
-    /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log (see
-    /// [`crate::overlay`]), and the size at which they are written.
-    buffer: Option<Overlay>,
-    buffer_limit: usize,
+    /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log, and
+    /// for in-memory stores (see [`crate::overlay`]).
+    buffer: Option<WriteBuffer>,
     state: State,
     path: Option<PathBuf>,
     /// Accepted writes since the last changelog was taken, when recording (see
@@ -69,8 +68,6 @@ pub struct VersionedStore {
     /// Why the store refuses every call: a write of its write buffer failed, so it lost writes
     /// it had accepted while its stream time, segments and key count still count them.
     failure: Option<String>,
-    /// What the write buffer is charged to the process's pool of write buffers.
-    buffer_charge: usize,
 }
 
 impl std::fmt::Debug for VersionedStore {
@@ -140,57 +137,35 @@ impl VersionedStore {
     /// successful write exists nowhere else.
     fn write_buffer(&mut self) -> Result<()> {
         self.check_usable()?;
-        let wrote = self.buffer.as_ref().is_some_and(|b| !b.is_empty());
-        let written = match self.buffer.as_mut() {
-            Some(buffer) if wrote => buffer.write_to(
-                self.backend.as_mut(),
-                self.cache.as_ref(),
-                self.state.stream_time,
-            ),
-            _ => Ok(()),
+        let Some(buffer) = self.buffer.as_mut() else {
+            return Ok(());
         };
+        let wrote = !buffer.is_empty();
+        let written = buffer.write_to(
+            self.backend.as_mut(),
+            self.cache.as_ref(),
+            self.state.stream_time,
+        );
         if let Err(error) = &written {
             self.failure = Some(error.to_string());
         }
-        if let Some(buffer) = self.buffer.as_mut()
-            && memory::BUFFERS.is_over()
-        {
-            // The room an emptied buffer keeps for the next writes is memory others need now.
-            buffer.release_room();
-        }
-        self.charge_buffer();
         if wrote && self.path.is_some() {
             memory::return_free_memory();
         }
         written
     }
 
-    /// The bytes the write buffer holds before it is written: its own bound, and the share of
-    /// the process's budget for write buffers.
-    fn buffer_bound(&self) -> usize {
-        self.buffer_limit.min(memory::BUFFERS.share())
-    }
-
-    /// Whether the write buffer is due to be written before the next call: past its bound, or
-    /// the write buffers of the process are past their share and this one holds enough to be
-    /// worth a write.
+    /// Whether the write buffer is due to be written before the next call
+    /// ([`WriteBuffer::is_full`]).
     fn buffer_is_full(&self) -> bool {
-        /// A buffer smaller than this is not written for the process's sake alone.
-        const WORTH_WRITING: usize = 64 << 10;
-        self.buffer.as_ref().is_some_and(|b| {
-            b.bytes() > self.buffer_bound()
-                || (memory::BUFFERS.is_over() && b.bytes() > WORTH_WRITING)
-        })
+        self.buffer.as_ref().is_some_and(WriteBuffer::is_full)
     }
 
     /// Moves the write buffer's charge to the process's pool to what it holds now.
     fn charge_buffer(&mut self) {
-        let held = self
-            .buffer
-            .as_ref()
-            .map_or(0, crate::overlay::Overlay::memory_bytes);
-        memory::BUFFERS.recharge(self.buffer_charge, held);
-        self.buffer_charge = held;
+        if let Some(buffer) = self.buffer.as_mut() {
+            buffer.recharge();
+        }
     }
 
     /// `Ok` unless the store has failed: then [`Error::Failed`], for every call until the
@@ -411,8 +386,8 @@ impl VersionedStore {
         self.write_buffer()?;
         if let Some(buffer) = self.buffer.as_mut() {
             buffer.release_room();
+            buffer.recharge();
         }
-        self.charge_buffer();
         if let Some(cache) = &self.cache {
             cache.clear();
         }
@@ -461,11 +436,10 @@ impl Drop for VersionedStore {
             let _ = self.settle_metadata();
         }
         self.scans.close();
-        memory::BUFFERS.recharge(self.buffer_charge, 0);
         // Freed before the backend, whose last store gives the process's free memory back to
         // the system when it closes (fields drop after this, backend first): freed after it,
         // the caches' pages would wait in the allocator for a purge that an idle process never
-        // runs.
+        // runs. The buffer gives its charge back to the process's pool as it goes.
         self.cache = None;
         self.buffer = None;
     }

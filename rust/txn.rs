@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, StorageKey, segment_of, storage_key};
 use crate::format::segment_value::{Entry, encode_append};
 use crate::format::short_bytes::ShortBytes;
-use crate::overlay::Overlay;
+use crate::overlay::{Overlay, WriteBuffer};
 use crate::spool::Log;
 use crate::state::State;
 use crate::view::buffered::BufferedView;
@@ -27,9 +27,9 @@ pub(crate) struct Txn<'s> {
     reader: BufferedView<'s>,
     pub(crate) state: &'s mut State,
     overlay: Overlay,
-    /// The write buffer `overlay` was taken from, which gets it back when the transaction
-    /// ends (`begin_on`).
-    write_buffer: Option<&'s mut Overlay>,
+    /// The write buffer `overlay` was lent by, which takes it back when the transaction ends
+    /// (`begin_on`).
+    write_buffer: Option<&'s mut WriteBuffer>,
     /// Accepted writes, in order, when the store records a changelog.
     pub(crate) log: Option<Log>,
     /// `state.latest_keys` when the transaction began.
@@ -53,15 +53,13 @@ impl<'s> Txn<'s> {
     pub(crate) fn begin_on(
         reader: BufferedView<'s>,
         state: &'s mut State,
-        buffer: &'s mut Overlay,
+        buffer: &'s mut WriteBuffer,
     ) -> Self {
-        let mut overlay = std::mem::take(buffer);
-        overlay.begin();
         Self {
             reader,
             latest_keys_before: state.latest_keys,
             state,
-            overlay,
+            overlay: buffer.lend(),
             write_buffer: Some(buffer),
             log: None,
         }
@@ -74,10 +72,12 @@ impl<'s> Txn<'s> {
         }
     }
 
-    /// Makes room for the writes of `rows` puts in a transaction of its own (not on a write
-    /// buffer: `Overlay::reserve`).
+    /// Makes room for the writes of `rows` puts in a transaction of its own; a write buffer
+    /// is left to grow as it fills (`WriteBuffer`).
     pub(crate) fn reserve(&mut self, rows: usize) {
-        self.overlay.reserve(rows);
+        if self.write_buffer.is_none() {
+            self.overlay.reserve(rows);
+        }
     }
 
     /// Reads ahead, in one sorted batch, the latest-value entries of `keys` that neither this
@@ -183,13 +183,7 @@ impl<'s> Txn<'s> {
     /// committed when `keep`, rolled back otherwise (a no-op once returned).
     fn return_to_buffer(&mut self, keep: bool) {
         if let Some(buffer) = self.write_buffer.take() {
-            let mut overlay = std::mem::take(&mut self.overlay);
-            if keep {
-                overlay.commit();
-            } else {
-                overlay.roll_back();
-            }
-            *buffer = overlay;
+            buffer.take_back(std::mem::take(&mut self.overlay), keep);
         }
     }
 

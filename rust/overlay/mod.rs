@@ -3,13 +3,13 @@
 //! and a row read through the overlay applies the appends to a copy), the segments dropped, and
 //! whether observed stream time or the key count moved.
 //!
-//! A store whose write-ahead log is off keeps one overlay across calls as a write buffer
-//! (Kafka Streams' record cache): each call's transaction runs on it directly, undone from a
-//! journal if the call fails (`journal.rs`), and it is written to RocksDB as one sorted batch
-//! (`write_set.rs`) when it has grown past its bound, on `flush`, on `checkpoint` and on close.
-//! Reads see it first. Without a write-ahead log nothing written since the last flush survives
-//! a crash either way, so the buffer loses no guarantee; with the log on, every call is written
-//! before it returns. An in-memory store keeps a write buffer too (there is no crash to
+//! A store whose write-ahead log is off keeps one overlay across calls as a write buffer (Kafka
+//! Streams' record cache, [`WriteBuffer`]): each call's transaction runs on it directly, undone
+//! from a journal if the call fails (`journal.rs`), and it is written to RocksDB as one sorted
+//! batch (`write_set.rs`) when it has grown past its bound, on `flush`, on `checkpoint` and on
+//! close. Reads see it first. Without a write-ahead log nothing written since the last flush
+//! survives a crash either way, so the buffer loses no guarantee; with the log on, every call is
+//! written before it returns. An in-memory store keeps a write buffer too (there is no crash to
 //! survive), written to its maps the same way, and before `to_bytes` and `stats`.
 
 use crate::backend::Visit;
@@ -21,11 +21,13 @@ use crate::view::ReadClient;
 use journal::{Journal, Saved};
 use pending::{Base, Pending, PendingMap};
 
+mod buffer;
 mod journal;
 mod pending;
 mod saved;
 mod write_set;
 
+pub(crate) use buffer::WriteBuffer;
 pub(crate) use saved::PendingWrites;
 pub use saved::SavedBuffer;
 
@@ -42,7 +44,7 @@ pub(crate) enum ReadPlan<'a> {
 
 /// Writes not yet in the backend: per key a replacement value and row appends, the segments
 /// dropped, and whether observed stream time moved. A transaction collects its writes in one;
-/// a store whose write-ahead log is off keeps one across calls as its write buffer, and runs
+/// a store whose write-ahead log is off keeps one across calls as its [`WriteBuffer`], and runs
 /// each call's transaction on it directly (`begin`, then `commit` or `roll_back`).
 #[derive(Debug, Default)]
 pub(crate) struct Overlay {
@@ -95,27 +97,9 @@ impl Overlay {
         self.bytes
     }
 
-    /// About how much memory the overlay holds: its pending writes, or the room its table keeps
-    /// for them when that is more (a written buffer keeps its room for the next writes).
-    pub(crate) fn memory_bytes(&self) -> usize {
-        self.bytes.max(self.pending.room_bytes())
-    }
-
-    /// Gives back the room of an empty overlay's table.
-    pub(crate) fn release_room(&mut self) {
-        if self.pending.is_empty() {
-            self.pending = PendingMap::default();
-        }
-    }
-
-    /// Makes room for the writes of `rows` puts (at most two keys each), unless a transaction
-    /// runs on this overlay: a write buffer is left to grow as it fills (and keeps its room
-    /// when written); sized for two keys a row, a micro-batch that writes each key several
-    /// times would get a table several times too large, sparse and slower to read.
+    /// Makes room for the writes of `rows` puts (at most two keys each).
     pub(crate) fn reserve(&mut self, rows: usize) {
-        if self.journal.is_none() {
-            self.pending.reserve(rows.saturating_mul(2));
-        }
+        self.pending.reserve(rows.saturating_mul(2));
     }
 
     /// Records that observed stream time moved: the write carries the new one.

@@ -22,7 +22,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::Overlay;
+use super::WriteBuffer;
 use super::pending::{Base, Pending, PendingMap};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, segment_of};
@@ -41,28 +41,28 @@ pub struct SavedBuffer {
     pub crc32: u32,
 }
 
-impl Overlay {
+impl WriteBuffer {
     /// Whether every pending write could leave with a saved file: true unless a transaction
-    /// runs on the overlay.
+    /// runs on the buffer.
     pub(crate) fn can_save(&self) -> bool {
-        self.journal.is_none()
+        self.writes.journal.is_none()
     }
 
     /// Takes the pending writes out, leaving the segments dropped and the metadata to write.
     pub(crate) fn take_pending(&mut self) -> PendingWrites {
-        self.bytes = 0;
-        PendingWrites(std::mem::take(&mut self.pending))
+        self.writes.bytes = 0;
+        PendingWrites(std::mem::take(&mut self.writes.pending))
     }
 
-    /// Puts saved pending writes into an empty overlay.
+    /// Puts saved pending writes into an empty buffer.
     pub(crate) fn restore_pending(&mut self, writes: PendingWrites) {
-        self.bytes = writes.0.iter().map(|(k, p)| p.bytes(k)).sum();
-        self.pending = writes.0;
+        self.writes.bytes = writes.0.iter().map(|(k, p)| p.bytes(k)).sum();
+        self.writes.pending = writes.0;
     }
 
     /// The history segments the pending writes store a row in.
     pub(crate) fn pending_segments(&self) -> impl Iterator<Item = i64> + '_ {
-        self.pending.iter().filter_map(|(key, pending)| {
+        self.writes.pending.iter().filter_map(|(key, pending)| {
             let stores = matches!(pending.base, Base::Put(_)) || !pending.appends.is_empty();
             segment_of(key).filter(|&s| stores && s >= 0)
         })

@@ -56,8 +56,8 @@ impl VersionedStore {
     /// holds writes; i/o errors.
     pub fn load_buffer(&mut self, path: &Path, expected: SavedBuffer) -> Result<()> {
         self.check_usable()?;
-        match self.buffer.as_ref() {
-            Some(buffer) if buffer.can_save() && buffer.is_empty() => {}
+        let bound = match self.buffer.as_ref() {
+            Some(buffer) if buffer.can_save() && buffer.is_empty() => buffer.bound(),
             Some(_) => {
                 return Err(Error::invalid(
                     "buffer",
@@ -65,10 +65,10 @@ impl VersionedStore {
                 ));
             }
             None => return Err(no_buffer()),
-        }
+        };
         // A store saves about its buffer's bound, past it by one call's writes at most; a size
         // recorded far beyond that is not one it saved (and would be read whole into memory).
-        let limit = u64::try_from(self.buffer_bound()).unwrap_or(u64::MAX);
+        let limit = u64::try_from(bound).unwrap_or(u64::MAX);
         let writes = PendingWrites::load(path, expected, limit.saturating_mul(4).max(1 << 30))?;
         let Some(buffer) = self.buffer.as_mut() else {
             return Err(no_buffer());
@@ -77,7 +77,7 @@ impl VersionedStore {
         for segment in buffer.pending_segments() {
             self.state.segments.insert(segment);
         }
-        self.charge_buffer();
+        buffer.recharge();
         // Over its bound (opened with less memory than it was saved from), the buffer is written
         // by the next call, as a buffer that a call took past its bound is: written here, a crash
         // before the caller marked the copy as moved past the saved file would apply it twice.

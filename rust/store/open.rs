@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::{history, meta};
 use crate::latest_cache::LatestCache;
-use crate::overlay::Overlay;
+use crate::overlay::WriteBuffer;
 use crate::scan::pipe::OpenScans;
 use crate::segments::Segments;
 use crate::state::State;
@@ -80,8 +80,7 @@ impl VersionedStore {
         if options.wal {
             store.deferral = Deferral::Allowed { marked: false };
         } else {
-            store.buffer = Some(Overlay::default());
-            store.buffer_limit = options.buffer_bytes.unwrap_or(usize::MAX);
+            store.buffer = Some(WriteBuffer::new(options.buffer_bytes.unwrap_or(usize::MAX)));
         }
         Ok(store)
     }
@@ -100,8 +99,7 @@ impl VersionedStore {
         Self {
             backend: Box::new(backend),
             cache: None,
-            buffer: Some(Overlay::default()),
-            buffer_limit: MEMORY_BUFFER_BYTES,
+            buffer: Some(WriteBuffer::new(MEMORY_BUFFER_BYTES)),
             state: State {
                 config,
                 stream_time: -1,
@@ -114,7 +112,6 @@ impl VersionedStore {
             scans: OpenScans::default(),
             deferral: Deferral::Never,
             failure: None,
-            buffer_charge: 0,
         }
     }
 
@@ -129,8 +126,7 @@ impl VersionedStore {
         let backend =
             MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
         let mut store = Self::from_backend(Box::new(backend), config, None)?;
-        store.buffer = Some(Overlay::default());
-        store.buffer_limit = MEMORY_BUFFER_BYTES;
+        store.buffer = Some(WriteBuffer::new(MEMORY_BUFFER_BYTES));
         Ok(store)
     }
 
@@ -149,7 +145,6 @@ impl VersionedStore {
             backend,
             cache: None,
             buffer: None,
-            buffer_limit: 0,
             state,
             path,
             spool: None,
@@ -157,7 +152,6 @@ impl VersionedStore {
             scans: OpenScans::default(),
             deferral: Deferral::Never,
             failure: None,
-            buffer_charge: 0,
         })
     }
 }

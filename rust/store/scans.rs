@@ -5,6 +5,7 @@ use crate::backend::{Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::meta;
+use crate::overlay::WriteBuffer;
 use crate::scan::key_range::KeyRange;
 use crate::scan::{self, Kind, Scan, ScanVersions};
 use crate::stats::StoreStats;
@@ -80,9 +81,7 @@ impl VersionedStore {
             self.backend.usage()?,
             self.state.latest_keys,
             self.state.segments.len(),
-            self.buffer
-                .as_ref()
-                .map_or(0, crate::overlay::Overlay::bytes),
+            self.buffer.as_ref().map_or(0, WriteBuffer::bytes),
             self.state.stream_time,
         ))
     }

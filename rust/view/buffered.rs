@@ -6,7 +6,7 @@ use crate::backend::{Backend, RowRead, Visit, VisitIndexed, VisitRow};
 use crate::error::Result;
 use crate::format::segment_value::merge_appends;
 use crate::latest_cache::LatestCache;
-use crate::overlay::{Overlay, ReadPlan};
+use crate::overlay::{Overlay, ReadPlan, WriteBuffer};
 
 /// Receives key `i` of a batch read as the value below and the write buffer's row appends on
 /// it (`None`: the value is the answer).
@@ -16,6 +16,7 @@ pub(crate) type VisitParts<'v> = dyn FnMut(usize, Option<&[u8]>, Option<&[u8]>) 
 #[derive(Clone, Copy)]
 pub(crate) struct BufferedView<'a> {
     pub(crate) stored: Stored<'a>,
+    /// The write buffer's pending writes.
     pub(crate) buffer: Option<&'a Overlay>,
 }
 
@@ -24,11 +25,11 @@ impl<'a> BufferedView<'a> {
     pub(crate) fn new(
         backend: &'a dyn Backend,
         cache: Option<&'a LatestCache>,
-        buffer: Option<&'a Overlay>,
+        buffer: Option<&'a WriteBuffer>,
     ) -> Self {
         Self {
             stored: Stored { backend, cache },
-            buffer,
+            buffer: buffer.map(WriteBuffer::writes),
         }
     }
 
