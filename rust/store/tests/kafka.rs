@@ -1,5 +1,5 @@
 //! Kafka's `RocksDBVersionedStoreTest`, ported once, as data: `tests/data/kafka_scenarios.json`
-//! (its `format` entry describes the steps), which `tests/test_store_semantics.py` runs too.
+//! (its `format` entry describes the steps), which `tests/core/test_store_semantics.py` runs too.
 //!
 //! Every scenario runs on the in-memory store, on RocksDB, and through changelog restore from
 //! either: the writes go to a recording store, and before each read the changelog of the writes
