@@ -1,18 +1,18 @@
 """Moving a stopped query's state to another partition count, step by step.
 
-The steps, in order (docs/checkpoint.md, "Repartitioning", has the files and why a crash leaves
-one usable state):
+First :func:`plan`: the partitioning in force at version ``V`` (the version the query's next
+micro-batch opens) and the new one, numbered next, in a fresh directory. Then the steps of
+docs/checkpoint.md, "Repartitioning" (which has the files, and why a crash leaves one usable
+state), in order:
 
-1. :func:`plan`: the partitioning in force at version ``V`` (the version the query's next
-   micro-batch opens) and the new one, numbered next, in a fresh directory;
-2. :func:`mark_sources`: a mark in every partition directory of the old partitioning;
-3. :func:`read_source`: one old partition at ``V``, every version of every key with its
+1. :func:`mark_sources`: a mark in every partition directory of the old partitioning;
+2. :func:`read_source`: one old partition at ``V``, every version of every key with its
    tombstones, and its observed stream time (a read-only open: the checkpoint is untouched);
-4. :func:`write_target`: one new partition, as one commit at ``V`` on the empty state: the
+3. :func:`write_target`: one new partition, as one commit at ``V`` on the empty state: the
    versions it receives, put oldest first (so every write is accepted and builds exactly the
    history it had), then its observed stream time raised to the highest among the old
    partitions its keys came from;
-5. :func:`publish`: the new partitioning's record, once every new partition has its commit.
+4. :func:`publish`: the new partitioning's record, once every new partition has its commit.
 
 Which partition a key goes to is the caller's (``verstore.spark.repartition_store`` routes rows
 as the Spark helpers do); these steps move bytes and never decode a value, so values of every
@@ -97,7 +97,7 @@ def plan(
 
 
 def mark_sources(location: Location, plan: Plan) -> None:
-    """Step 2: a mark in every old partition directory, so that no process keeps writing there
+    """Step 1: a mark in every old partition directory, so that no process keeps writing there
     on what it remembers of the settings."""
     files = plan.files(location)
     for partition in plan.source.partitions(files):
@@ -109,7 +109,7 @@ def mark_sources(location: Location, plan: Plan) -> None:
 def read_source(
     location: Location, plan: Plan, partition: int, local_dir: str, batch_rows: int = 65_536
 ) -> Iterator[tuple[int, Iterator[Any]]]:
-    """Step 3: ``(observed stream time, batches)`` of old partition ``partition`` at the plan's
+    """Step 2: ``(observed stream time, batches)`` of old partition ``partition`` at the plan's
     version, rebuilt in a directory of its own under ``local_dir`` (removed after); the batches
     have columns ``key``, ``value`` (null: a tombstone) and ``timestamp``, each key's versions
     oldest first."""
@@ -139,7 +139,7 @@ def read_source(
 def write_target(
     location: Location, plan: Plan, partition: int, local_dir: str, batches: Iterable[Any]
 ) -> tuple[int, int]:
-    """Step 4: new partition ``partition`` committed at the plan's version from ``batches``
+    """Step 3: new partition ``partition`` committed at the plan's version from ``batches``
     (columns key, value, timestamp and the observed stream time of the old partition each row
     came from: every version it receives, in timestamp order); then its observed stream time
     raised to the highest of those. Works in a directory of its own under ``local_dir``,
@@ -184,7 +184,7 @@ def _put_all(store: Any, batches: Iterable[Any]) -> tuple[int, int]:
 
 
 def publish(location: Location, plan: Plan) -> StoreSettings:
-    """Step 5: makes the new partitioning the lineage's. Every new partition must have its
+    """Step 4: makes the new partitioning the lineage's. Every new partition must have its
     commit at the plan's version (a partition that received no key has an empty one).
 
     Raises:
