@@ -11,6 +11,7 @@ winning chain, and rebuilt from the checkpoint otherwise. Its tree, what each st
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -203,9 +204,8 @@ class LocalCopy:
     def transfer(self) -> LocalCopy:
         """A copy of this handle that owns the lock from now on (a kept store's); this one then
         owns none, so its :meth:`unlock` releases nothing."""
-        other = object.__new__(LocalCopy)
-        other.dir, other.db, other.state_file = self.dir, self.db, self.state_file
-        other._lock, self._lock = self._lock, None
+        other = copy.copy(self)
+        self._lock = None
         return other
 
     def unlock(self) -> None:
