@@ -5,12 +5,14 @@
 //! existing segments with another interval or retention would silently return wrong reads.
 
 use crate::error::{Error, Result};
+use crate::ttl::LatestTtl;
 
 /// History retention and segment interval of a store, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreConfig {
     history_retention_ms: i64,
     segment_interval_ms: i64,
+    latest_ttl: Option<LatestTtl>,
 }
 
 impl StoreConfig {
@@ -38,7 +40,33 @@ impl StoreConfig {
         Ok(Self {
             history_retention_ms,
             segment_interval_ms,
+            latest_ttl: None,
         })
+    }
+
+    /// This configuration with a time-to-live on keys' newest versions (`None`: none).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a TTL below 1.
+    pub fn with_latest_ttl(self, latest_ttl_ms: Option<i64>) -> Result<Self> {
+        if let Some(ttl) = latest_ttl_ms
+            && ttl < 1
+        {
+            return Err(Error::invalid(
+                "latest_ttl_ms",
+                format!("latest_ttl_ms must be >= 1 or None, got {ttl}"),
+            ));
+        }
+        Ok(Self {
+            latest_ttl: latest_ttl_ms.map(|ttl| LatestTtl::new(ttl, self.segment_interval_ms)),
+            ..self
+        })
+    }
+
+    /// The time-to-live of keys' newest versions, if the store has one.
+    #[must_use]
+    pub fn latest_ttl(&self) -> Option<LatestTtl> {
+        self.latest_ttl
     }
 
     /// How far behind observed stream time reads stay exact; also the grace period for writes.
@@ -123,6 +151,19 @@ mod tests {
                 .ok(),
             Some(1)
         );
+    }
+
+    #[test]
+    fn a_latest_ttl_below_one_is_refused_naming_it() {
+        let config = StoreConfig::new(100, Some(10)).expect("valid");
+        assert_eq!(config.latest_ttl(), None);
+        for bad in [0, -1, i64::MIN] {
+            let error = config.with_latest_ttl(Some(bad)).expect_err("refused");
+            assert!(error.to_string().contains("latest_ttl_ms"), "{error}");
+        }
+        let with = config.with_latest_ttl(Some(50)).expect("valid");
+        assert_eq!(with.latest_ttl().map(|t| t.ttl_ms()), Some(50));
+        assert_eq!(with.with_latest_ttl(None).expect("valid"), config);
     }
 
     #[test]

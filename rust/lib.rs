@@ -28,6 +28,7 @@ mod spool;
 mod state;
 mod stats;
 mod store;
+mod ttl;
 mod txn;
 mod view;
 
@@ -60,3 +61,4 @@ pub use scan::key_range::KeyRange;
 pub use scan::{Scan, ScanVersions};
 pub use stats::StoreStats;
 pub use store::{MAX_VALUE_LEN, VersionedStore};
+pub use ttl::LatestTtl;

@@ -1,0 +1,123 @@
+//! Time-to-live of a key's newest version (`latest_ttl_ms`), in event time (docs/semantics.md,
+//! "Time-to-live").
+//!
+//! A version `v@t` ends at `t + L` unless a newer version started before then, and only once
+//! observed stream time `ST` has reached `t + L`. So reads depend on the accepted writes, `ST`
+//! and `L` alone: a replay, a rebuild or a replay in another order gives the same answers, and
+//! dropping an expired entry's bytes (by a compaction filter, in bulk) never changes one.
+//!
+//! Live latest values are counted per time bucket of width `W = max(I, L / 32)` (`I` the segment
+//! interval): a store holds at most about 34 live buckets, and a bucket *retires* once every key
+//! in it has expired, `(b + 1) W + L <= ST`.
+
+// The reads, the live-key accounting and reclamation that use these come in later commits.
+#![cfg_attr(not(test), allow(dead_code))]
+
+/// A store's latest TTL: the rule, and the buckets its live-key accounting and reclamation use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatestTtl {
+    ttl_ms: i64,
+    bucket_ms: i64,
+}
+
+/// Buckets per TTL: enough that a bucket's keys expire close together, few enough that the
+/// accounting stays a handful of map entries.
+const BUCKETS_PER_TTL: i64 = 32;
+
+impl LatestTtl {
+    /// The TTL `ttl_ms` (>= 1, checked by `StoreConfig::with_latest_ttl`) of a store whose
+    /// segment interval is `segment_interval_ms`.
+    pub(crate) fn new(ttl_ms: i64, segment_interval_ms: i64) -> Self {
+        Self {
+            ttl_ms,
+            bucket_ms: segment_interval_ms.max(ttl_ms / BUCKETS_PER_TTL).max(1),
+        }
+    }
+
+    /// How long a newest version stays valid after its timestamp without a newer one.
+    #[must_use]
+    pub fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+
+    /// Where a version at `timestamp` ends: at `next` (the next newer version's timestamp) or
+    /// at `timestamp + L`, whichever is first; a newest version (`next` None) ends at
+    /// `timestamp + L` once `stream_time` has reached it, and is open (None) before.
+    pub(crate) fn end(&self, timestamp: i64, next: Option<i64>, stream_time: i64) -> Option<i64> {
+        let expiry = timestamp.saturating_add(self.ttl_ms);
+        match next {
+            Some(next) => Some(next.min(expiry)),
+            None if expiry <= stream_time => Some(expiry),
+            None => None,
+        }
+    }
+
+    /// Whether a newest version at `timestamp` is still live at `stream_time`.
+    pub(crate) fn live(&self, timestamp: i64, stream_time: i64) -> bool {
+        timestamp.saturating_add(self.ttl_ms) > stream_time
+    }
+
+    /// The bucket a latest value at `timestamp` is counted in.
+    pub(crate) fn bucket(&self, timestamp: i64) -> i64 {
+        timestamp.div_euclid(self.bucket_ms)
+    }
+
+    /// Whether every latest value of `bucket` has expired at `stream_time`.
+    pub(crate) fn retired(&self, bucket: i64, stream_time: i64) -> bool {
+        self.bucket_end(bucket).saturating_add(self.ttl_ms) <= stream_time
+    }
+
+    /// Whether a latest value at `timestamp` may be dropped from storage once the durable
+    /// horizon (`ST - R` of a stream time storage holds) is `horizon`: it expired, and so did
+    /// its whole bucket, at or below every time a read can still ask about exactly.
+    pub(crate) fn reclaimable(&self, timestamp: i64, horizon: i64) -> bool {
+        self.bucket_end(self.bucket(timestamp))
+            .saturating_add(self.ttl_ms)
+            <= horizon
+    }
+
+    fn bucket_end(&self, bucket: i64) -> i64 {
+        bucket.saturating_add(1).saturating_mul(self.bucket_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_ends_at_its_successor_or_its_ttl_whichever_is_first() {
+        let ttl = LatestTtl::new(50, 10);
+        assert_eq!(ttl.end(920, Some(960), 980), Some(960));
+        assert_eq!(ttl.end(920, Some(990), 995), Some(970));
+        // the newest: open until stream time reaches t + L, then ended there
+        assert_eq!(ttl.end(920, None, 969), None);
+        assert_eq!(ttl.end(920, None, 970), Some(970));
+        assert!(ttl.live(920, 969));
+        assert!(!ttl.live(920, 970));
+    }
+
+    #[test]
+    fn buckets_are_at_least_a_segment_wide_and_about_a_32nd_of_the_ttl() {
+        assert_eq!(LatestTtl::new(50, 10).bucket_ms, 10);
+        assert_eq!(LatestTtl::new(3_200_000, 60_000).bucket_ms, 100_000);
+        let ttl = LatestTtl::new(3_200, 10);
+        assert_eq!(ttl.bucket(0), 0);
+        assert_eq!(ttl.bucket(99), 0);
+        assert_eq!(ttl.bucket(100), 1);
+        // bucket 0 holds [0, 100): its last key expires at 99 + 3200 < 100 + 3200
+        assert!(!ttl.retired(0, 3_299));
+        assert!(ttl.retired(0, 3_300));
+        assert!(!ttl.reclaimable(50, 3_299));
+        assert!(ttl.reclaimable(50, 3_300));
+    }
+
+    #[test]
+    fn extreme_times_saturate_instead_of_wrapping() {
+        let ttl = LatestTtl::new(i64::MAX, 1);
+        assert_eq!(ttl.end(i64::MAX - 1, None, i64::MAX), Some(i64::MAX));
+        assert!(ttl.live(1, i64::MAX - 1));
+        assert!(!ttl.retired(ttl.bucket(i64::MAX), i64::MAX - 1));
+        assert!(!ttl.reclaimable(0, i64::MIN));
+    }
+}
