@@ -276,7 +276,9 @@ struct Window {
 }
 
 impl Window {
-    /// A version's valid-to under the TTL rule; tombstones as stored.
+    /// A version's valid-to under the TTL rule; tombstones as stored. With tombstones (the
+    /// copy of a store's history: §2.12), every stored value comes with the end the TTL gives
+    /// it, even one that ended below the horizon: its start still ends the version before it.
     fn ttl_end(
         self,
         state: &State,
@@ -285,6 +287,9 @@ impl Window {
         valid_to: Option<i64>,
     ) -> Seen {
         match (value, state.config.latest_ttl()) {
+            (Some(_), Some(ttl)) if self.tombstones => {
+                Seen::ValidTo(ttl.end(timestamp, valid_to, state.stream_time))
+            }
             (Some(_), Some(ttl)) => ttl.version(timestamp, valid_to, self.to, state.clock()),
             _ => Seen::ValidTo(valid_to),
         }

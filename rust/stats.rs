@@ -18,7 +18,8 @@ const META_ENTRIES: u64 = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoreStats {
-    /// Keys whose newest version is a value (exact).
+    /// Keys whose newest version is a value (exact); with a latest TTL, whose newest version
+    /// is a live value (exact to one time bucket of the TTL: `crate::ttl`).
     pub latest_keys: u64,
     /// History rows: one per key and live segment holding versions of it (exact in memory, an
     /// estimate on RocksDB).
@@ -33,6 +34,11 @@ pub struct StoreStats {
     pub write_buffer_bytes: u64,
     /// Largest timestamp of any accepted write, -1 before the first.
     pub observed_stream_time: i64,
+    /// Keys whose newest value the latest TTL expired since the store opened (counted when
+    /// their time bucket wholly expired; 0 without a TTL).
+    pub ttl_expired_keys: u64,
+    /// Reclamations of expired latest values started since the store opened (0 without a TTL).
+    pub ttl_reclaims: u64,
 }
 
 impl StoreStats {
@@ -60,6 +66,22 @@ impl StoreStats {
             memtable_bytes: usage.memtable_bytes,
             write_buffer_bytes: write_buffer_bytes as u64,
             observed_stream_time,
+            ttl_expired_keys: 0,
+            ttl_reclaims: 0,
+        }
+    }
+
+    /// With a latest TTL: the live keys (exact to one time bucket) instead of the entries
+    /// stored, and the TTL's counts.
+    pub(crate) fn with_latest_buckets(self, buckets: Option<&crate::ttl::LatestBuckets>) -> Self {
+        let Some(buckets) = buckets else {
+            return self;
+        };
+        Self {
+            latest_keys: buckets.live_keys(),
+            ttl_expired_keys: buckets.expired,
+            ttl_reclaims: buckets.reclaims,
+            ..self
         }
     }
 }

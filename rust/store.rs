@@ -29,6 +29,7 @@ use crate::spool::Spool;
 use crate::state::State;
 use crate::view::buffered::BufferedView;
 
+mod expiry;
 mod handoff;
 mod metadata;
 mod open;
@@ -121,7 +122,11 @@ impl VersionedStore {
     /// Before a batch call of `rows` rows: fills the cache of latest values in one pass once
     /// the batch calls since the open are large next to the store (`LatestCache::warm_for`).
     fn warm_latest_cache(&self, rows: usize) -> Result<()> {
-        match (&self.cache, self.state.latest_keys) {
+        let count = self.state.latest_keys.or_else(|| {
+            let buckets = self.state.latest_buckets.as_ref()?;
+            Some(buckets.live_keys())
+        });
+        match (&self.cache, count) {
             (Some(cache), Some(count)) => cache.warm_for(self.backend.as_ref(), count, rows),
             _ => Ok(()),
         }
@@ -154,6 +159,10 @@ impl VersionedStore {
         }
         if wrote && self.path.is_some() {
             memory::return_free_memory();
+        }
+        if wrote && written.is_ok() && self.path.is_none() {
+            // In memory, what the maps hold is all there is: expired entries go from there.
+            self.note_durable();
         }
         written
     }
@@ -375,7 +384,9 @@ impl VersionedStore {
     pub fn flush(&mut self) -> Result<()> {
         self.write_buffer()?;
         self.settle_metadata()?;
-        self.backend.flush()
+        self.backend.flush()?;
+        self.note_durable();
+        Ok(())
     }
 
     /// Gives back the memory the store holds between calls: writes its write buffer to
@@ -422,7 +433,9 @@ impl VersionedStore {
     pub fn checkpoint(&mut self, dir: &Path) -> Result<()> {
         self.write_buffer()?;
         self.settle_metadata()?;
-        self.backend.checkpoint(dir)
+        self.backend.checkpoint(dir)?;
+        self.note_durable();
+        Ok(())
     }
 }
 

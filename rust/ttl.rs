@@ -10,9 +10,6 @@
 //! interval): a store holds at most about 34 live buckets, and a bucket *retires* once every key
 //! in it has expired, `(b + 1) W + L <= ST`.
 
-// The reads, the live-key accounting and reclamation that use these come in later commits.
-#![cfg_attr(not(test), allow(dead_code))]
-
 /// A store's latest TTL: the rule, and the buckets its live-key accounting and reclamation use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LatestTtl {
@@ -52,11 +49,6 @@ impl LatestTtl {
         }
     }
 
-    /// Whether a newest version at `timestamp` is still live at `stream_time`.
-    pub(crate) fn live(&self, timestamp: i64, stream_time: i64) -> bool {
-        timestamp.saturating_add(self.ttl_ms) > stream_time
-    }
-
     /// The bucket a latest value at `timestamp` is counted in.
     pub(crate) fn bucket(&self, timestamp: i64) -> i64 {
         timestamp.div_euclid(self.bucket_ms)
@@ -71,9 +63,12 @@ impl LatestTtl {
     /// horizon (`ST - R` of a stream time storage holds) is `horizon`: it expired, and so did
     /// its whole bucket, at or below every time a read can still ask about exactly.
     pub(crate) fn reclaimable(&self, timestamp: i64, horizon: i64) -> bool {
-        self.bucket_end(self.bucket(timestamp))
-            .saturating_add(self.ttl_ms)
-            <= horizon
+        self.bucket_reclaimable(self.bucket(timestamp), horizon)
+    }
+
+    /// Whether every latest value of `bucket` is reclaimable at `horizon`.
+    fn bucket_reclaimable(&self, bucket: i64, horizon: i64) -> bool {
+        self.bucket_end(bucket).saturating_add(self.ttl_ms) <= horizon
     }
 
     /// What a point read at `as_of` (`None`: the newest version) answers when, without the
@@ -127,6 +122,133 @@ impl LatestTtl {
     }
 }
 
+/// Latest values per bucket (`State::latest_buckets`), for the live-key count and for when to
+/// reclaim: deterministic, a function of the accepted writes and stream time alone (never of
+/// which expired entries storage has dropped yet), so crashes, replays and rebuilds agree.
+///
+/// A write notes its key's newest value before and after (`note`); an advance of stream time
+/// retires whole buckets (`retire`), whose keys have all expired. A retired bucket's entries
+/// may still be stored: they become reclaimable once the durable horizon passes the bucket
+/// (`settle`), and a reclamation is due once they are as many as the live keys.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LatestBuckets {
+    /// Latest values per bucket not yet retired, by bucket.
+    live: Vec<(i64, u64)>,
+    /// Entries per retired bucket not yet reclaimable at the durable horizon, by bucket.
+    retired: Vec<(i64, u64)>,
+    /// Entries that became reclaimable since the last reclamation started.
+    reclaimable: u64,
+    /// Keys retired since the store opened.
+    pub(crate) expired: u64,
+    /// Reclamations started since the store opened.
+    pub(crate) reclaims: u64,
+}
+
+/// Reclaimable entries below which no reclamation is worth a compaction's start.
+const MIN_RECLAIM: u64 = if cfg!(test) { 4 } else { 4096 };
+
+impl LatestBuckets {
+    /// Keys whose newest value is live, exact to one bucket (a key of a bucket not yet wholly
+    /// expired counts).
+    pub(crate) fn live_keys(&self) -> u64 {
+        self.live.iter().map(|&(_, count)| count).sum()
+    }
+
+    /// A key's latest value was at `before` and is at `after` (`None`: no value).
+    pub(crate) fn note(
+        &mut self,
+        ttl: &LatestTtl,
+        stream_time: i64,
+        before: Option<i64>,
+        after: Option<i64>,
+    ) {
+        if let Some(before) = before {
+            // An entry of a retired bucket left the count when the bucket retired.
+            let bucket = ttl.bucket(before);
+            if !ttl.retired(bucket, stream_time) {
+                add(&mut self.live, bucket, -1);
+            }
+        }
+        if let Some(after) = after {
+            let bucket = ttl.bucket(after);
+            // Expired on arrival (a late write older than the TTL): stored, never live.
+            let counts = if ttl.retired(bucket, stream_time) {
+                &mut self.retired
+            } else {
+                &mut self.live
+            };
+            add(counts, bucket, 1);
+        }
+    }
+
+    /// Stream time reached `stream_time`: the buckets whose keys have all expired retire.
+    pub(crate) fn retire(&mut self, ttl: &LatestTtl, stream_time: i64) {
+        let done = self
+            .live
+            .iter()
+            .take_while(|&&(bucket, _)| ttl.retired(bucket, stream_time))
+            .count();
+        for (bucket, count) in self.live.drain(..done) {
+            self.expired += count;
+            add(
+                &mut self.retired,
+                bucket,
+                i64::try_from(count).unwrap_or(i64::MAX),
+            );
+        }
+    }
+
+    /// Counts a stored latest value at `timestamp` (opening a store).
+    pub(crate) fn count_stored(&mut self, ttl: &LatestTtl, clock: Clock, timestamp: i64) {
+        let bucket = ttl.bucket(timestamp);
+        if !ttl.retired(bucket, clock.stream_time) {
+            add(&mut self.live, bucket, 1);
+        } else if ttl.reclaimable(timestamp, clock.horizon) {
+            self.reclaimable += 1;
+        } else {
+            add(&mut self.retired, bucket, 1);
+        }
+    }
+
+    /// The durable horizon is `horizon`: retired buckets wholly below it become reclaimable.
+    /// Returns whether a reclamation is due (then [`Self::started`] once it has).
+    pub(crate) fn settle(&mut self, ttl: &LatestTtl, horizon: i64) -> bool {
+        let done = self
+            .retired
+            .iter()
+            .take_while(|&&(bucket, _)| ttl.bucket_reclaimable(bucket, horizon))
+            .count();
+        self.reclaimable += self
+            .retired
+            .drain(..done)
+            .map(|(_, count)| count)
+            .sum::<u64>();
+        self.reclaimable >= self.live_keys().max(MIN_RECLAIM)
+    }
+
+    /// A reclamation started: what was reclaimable is being dropped.
+    pub(crate) fn started(&mut self) {
+        self.reclaimable = 0;
+        self.reclaims += 1;
+    }
+}
+
+/// Adds `change` to `bucket`'s count in the sorted `counts`, dropping a count that reaches 0.
+fn add(counts: &mut Vec<(i64, u64)>, bucket: i64, change: i64) {
+    match counts.binary_search_by_key(&bucket, |&(b, _)| b) {
+        Ok(at) => {
+            let count = counts[at].1.saturating_add_signed(change);
+            if count == 0 {
+                counts.remove(at);
+            } else {
+                counts[at].1 = count;
+            }
+        }
+        Err(at) if change > 0 => counts.insert(at, (bucket, change.unsigned_abs())),
+        Err(_) => {}
+    }
+}
+
 /// What a read reports of a version it found, under the TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Seen {
@@ -155,8 +277,6 @@ mod tests {
         // the newest: open until stream time reaches t + L, then ended there
         assert_eq!(ttl.end(920, None, 969), None);
         assert_eq!(ttl.end(920, None, 970), Some(970));
-        assert!(ttl.live(920, 969));
-        assert!(!ttl.live(920, 970));
     }
 
     #[test]
@@ -230,10 +350,42 @@ mod tests {
     }
 
     #[test]
+    fn buckets_count_live_keys_retire_whole_and_reclaim_once_dead_outnumber_live() {
+        // buckets of 10 ms, TTL 50: bucket b retires at stream time (b + 1) * 10 + 50
+        let ttl = LatestTtl::new(50, 10);
+        let mut buckets = LatestBuckets::default();
+        for (key, t) in [0, 3, 12, 25, 26].into_iter().enumerate() {
+            buckets.note(&ttl, 30, None, Some(t));
+            assert_eq!(buckets.live_keys(), key as u64 + 1);
+        }
+        // a key rewritten moves from its bucket to the new one; a delete leaves
+        buckets.note(&ttl, 30, Some(3), Some(30));
+        buckets.note(&ttl, 30, Some(26), None);
+        assert_eq!(buckets.live_keys(), 4);
+        buckets.retire(&ttl, 59);
+        assert_eq!((buckets.live_keys(), buckets.expired), (4, 0));
+        buckets.retire(&ttl, 80);
+        assert_eq!((buckets.live_keys(), buckets.expired), (1, 3));
+        // a late write already expired is stored, not live; a rewrite of a retired key is not
+        // taken from the live count again
+        buckets.note(&ttl, 80, None, Some(5));
+        buckets.note(&ttl, 80, Some(12), Some(80));
+        assert_eq!(buckets.live_keys(), 2);
+        // bucket 0 (2 entries) is reclaimable at horizon 60, buckets 1 and 2 at 70 and 80; a
+        // reclamation is due at 4 (the least worth one), then starts from 0 again
+        assert!(!buckets.settle(&ttl, 59));
+        assert!(!buckets.settle(&ttl, 60));
+        assert_eq!(buckets.reclaimable, 2);
+        assert!(buckets.settle(&ttl, 80));
+        buckets.started();
+        assert_eq!((buckets.reclaimable, buckets.reclaims), (0, 1));
+    }
+
+    #[test]
     fn extreme_times_saturate_instead_of_wrapping() {
         let ttl = LatestTtl::new(i64::MAX, 1);
         assert_eq!(ttl.end(i64::MAX - 1, None, i64::MAX), Some(i64::MAX));
-        assert!(ttl.live(1, i64::MAX - 1));
+        assert_eq!(ttl.end(1, None, i64::MAX - 1), None);
         assert!(!ttl.retired(ttl.bucket(i64::MAX), i64::MAX - 1));
         assert!(!ttl.reclaimable(0, i64::MIN));
     }

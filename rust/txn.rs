@@ -141,6 +141,7 @@ impl<'s> Txn<'s> {
             return;
         }
         self.state.stream_time = timestamp;
+        self.state.retire_expired();
         self.overlay.note_stream_time_changed();
         let config = self.state.config;
         let horizon = timestamp.saturating_sub(config.history_retention_ms());

@@ -20,7 +20,9 @@ use super::snapshot::ScanSource;
 use super::{Backend, Usage, Visit, VisitEntry, VisitIndexed, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, StorageKey, segment_of};
+use crate::format::read_i64;
 use crate::format::segment_value::merge_appends;
+use crate::ttl::LatestTtl;
 
 mod scan;
 
@@ -49,12 +51,30 @@ impl Stored {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct MemoryBackend {
     segments: BTreeMap<i64, Arc<SegmentMap>>,
+    /// A store's latest TTL, and the horizon at which its expired latest values may go.
+    ttl: Option<LatestTtl>,
+    horizon: i64,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self {
+            segments: BTreeMap::new(),
+            ttl: None,
+            horizon: i64::MIN,
+        }
+    }
 }
 
 impl MemoryBackend {
+    /// This backend, dropping the latest values `ttl` expires when asked to reclaim.
+    pub(crate) fn with_latest_ttl(self, ttl: Option<LatestTtl>) -> Self {
+        Self { ttl, ..self }
+    }
+
     pub(crate) fn from_entries(entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Self {
         let mut backend = Self::default();
         for (key, value) in entries {
@@ -219,5 +239,27 @@ impl Backend for MemoryBackend {
             exact: Some((self.count_keys(LATEST_SEGMENT)?, history)),
             ..Usage::default()
         })
+    }
+
+    fn set_reclaim_horizon(&mut self, horizon: i64) {
+        self.horizon = self.horizon.max(horizon);
+    }
+
+    /// One pass over the latest values, run only once the store counts as many reclaimable
+    /// as live (amortized constant time per write). Open scans keep their copy of the map.
+    fn reclaim_latest(&mut self, _wait: bool) -> bool {
+        let (Some(ttl), horizon) = (self.ttl, self.horizon) else {
+            return false;
+        };
+        if let Some(map) = self.segments.get_mut(&LATEST_SEGMENT) {
+            Arc::make_mut(map).retain(|_, stored| {
+                let timestamp = stored.value.as_deref().and_then(|v| read_i64(v, 0));
+                !timestamp.is_some_and(|t| ttl.reclaimable(t, horizon))
+            });
+            if map.is_empty() {
+                self.segments.remove(&LATEST_SEGMENT);
+            }
+        }
+        true
     }
 }

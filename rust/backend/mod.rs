@@ -112,6 +112,18 @@ pub(crate) trait Backend: Send {
     fn visit_segment(&self, segment: i64, visit: &mut VisitEntry<'_>) -> Result<()>;
     /// Sizes for the store's statistics (`crate::stats`).
     fn usage(&self) -> Result<Usage>;
+    /// The durable horizon of a store with a latest TTL moved to `horizon`: latest values
+    /// wholly expired below it may be dropped (`crate::ttl`).
+    fn set_reclaim_horizon(&mut self, _horizon: i64) {}
+    /// Drops the latest values reclaimable at the durable horizon, in bulk: now when `wait`,
+    /// else whenever the backend gets to it. Returns whether it started (not while the last
+    /// one still runs).
+    fn reclaim_latest(&mut self, _wait: bool) -> bool {
+        false
+    }
+    /// Waits for a reclamation that runs on a thread of its own to end.
+    #[cfg(test)]
+    fn await_reclamation(&mut self) {}
 }
 
 /// What a backend knows about its size, cheaply.

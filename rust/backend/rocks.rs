@@ -24,9 +24,11 @@ use super::{Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, 
 use crate::error::{Error, Result};
 use crate::format::key::{next_prefix, segment_of, segment_prefix};
 use crate::format::segment_value::merge_appends;
+use crate::ttl::LatestTtl;
 use row_cache::{DecodedRow, RowCache};
 
 pub(crate) mod budget;
+mod reclaim;
 mod repair;
 mod row_cache;
 mod scan;
@@ -92,8 +94,11 @@ impl RocksOptions {
 }
 
 pub(crate) struct RocksBackend {
-    /// Shared with the threads of open scans (`scan`), which the store ends before it closes.
+    /// Shared with the threads of open scans (`scan`), which the store ends before it closes,
+    /// and of a running reclamation, which the backend ends when it drops.
     db: Arc<DB>,
+    /// Drops expired latest values, in a store with a latest TTL.
+    reclaimer: Option<reclaim::Reclaimer>,
     path: PathBuf,
     write_options: WriteOptions,
     rows: RowCache,
@@ -198,12 +203,13 @@ const FILE_OPENING_THREADS: i32 = 2;
 const KEPT_INFO_LOGS: usize = 2;
 
 impl RocksBackend {
-    pub(crate) fn open(path: &Path, options: RocksOptions) -> Result<Self> {
+    pub(crate) fn open(path: &Path, options: RocksOptions, ttl: Option<LatestTtl>) -> Result<Self> {
         let hold = budget::Hold::take();
         let memtable = options
             .write_buffer_bytes
             .unwrap_or_else(budget::memtable_bytes);
-        let db_options = db_options(&hold, memtable);
+        let mut db_options = db_options(&hold, memtable);
+        let reclaimer = ttl.map(|ttl| reclaim::Reclaimer::install(&mut db_options, ttl));
         // Opened by descriptor so that the default column family has a handle (`MultiGet`
         // takes one); its options are the store's.
         let default_cf =
@@ -214,6 +220,7 @@ impl RocksBackend {
         write_options.disable_wal(!options.wal);
         Ok(Self {
             db: Arc::new(db),
+            reclaimer,
             path: path.to_owned(),
             write_options,
             rows: RowCache::new(options.row_cache_bytes.unwrap_or(usize::MAX)),
@@ -499,5 +506,33 @@ impl Backend for RocksBackend {
             disk_bytes: property("rocksdb.total-sst-files-size")? + wal_bytes,
             memtable_bytes: property("rocksdb.cur-size-all-mem-tables")?,
         })
+    }
+
+    fn set_reclaim_horizon(&mut self, horizon: i64) {
+        if let Some(reclaimer) = &self.reclaimer {
+            reclaimer.set_horizon(horizon);
+        }
+    }
+
+    fn reclaim_latest(&mut self, wait: bool) -> bool {
+        self.reclaimer
+            .as_mut()
+            .is_some_and(|reclaimer| reclaimer.reclaim(&self.db, wait))
+    }
+
+    #[cfg(test)]
+    fn await_reclamation(&mut self) {
+        if let Some(reclaimer) = &mut self.reclaimer {
+            reclaimer.join();
+        }
+    }
+}
+
+impl Drop for RocksBackend {
+    /// Ends a running reclamation, whose compaction would otherwise hold the close up.
+    fn drop(&mut self) {
+        if let Some(reclaimer) = &mut self.reclaimer {
+            reclaimer.end(&self.db);
+        }
     }
 }

@@ -27,7 +27,7 @@ use super::pending::{Base, Pending, PendingMap};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, segment_of};
 use crate::format::short_bytes::ShortBytes;
-use crate::format::{read_u32, read_u64};
+use crate::format::{read_i64, read_u32, read_u64};
 
 const MAGIC: &[u8; 5] = b"VSWB\x01";
 const TRAILER: usize = 8 + 4;
@@ -46,6 +46,21 @@ impl WriteBuffer {
     /// runs on the buffer.
     pub(crate) fn can_save(&self) -> bool {
         self.writes.journal.is_none()
+    }
+
+    /// The pending writes of latest values, as `(storage key, the new value's timestamp)`
+    /// (`None`: the key's latest value is removed). Latest values are written whole.
+    pub(crate) fn pending_latest(&self) -> impl Iterator<Item = (&[u8], Option<i64>)> + '_ {
+        self.writes.pending.iter().filter_map(|(key, pending)| {
+            if segment_of(key) != Some(LATEST_SEGMENT) {
+                return None;
+            }
+            match &pending.base {
+                Base::Put(value) => Some((&key[..], read_i64(value, 0))),
+                Base::Deleted => Some((&key[..], None)),
+                Base::Stored | Base::Absent => None,
+            }
+        })
     }
 
     /// Takes the pending writes out, leaving the segments dropped and the metadata to write.

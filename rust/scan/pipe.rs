@@ -200,6 +200,11 @@ impl OpenScans {
         }
     }
 
+    /// Whether a scan's producer may still read the store's data (its snapshot).
+    pub(crate) fn any_running(&self) -> bool {
+        self.register.lock().running > 0
+    }
+
     /// Ends every open scan (their consumers get `Error::Closed`) and waits until every
     /// producer has exited, so that nothing reads the store's data any more.
     pub(crate) fn close(&self) {

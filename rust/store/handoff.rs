@@ -78,6 +78,7 @@ impl VersionedStore {
             self.state.segments.insert(segment);
         }
         buffer.recharge();
+        self.count_buffered_latest()?;
         // Over its bound (opened with less memory than it was saved from), the buffer is written
         // by the next call, as a buffer that a call took past its bound is: written here, a crash
         // before the caller marked the copy as moved past the saved file would apply it twice.

@@ -19,6 +19,7 @@ use crate::overlay::WriteBuffer;
 use crate::scan::pipe::OpenScans;
 use crate::segments::Segments;
 use crate::state::State;
+use crate::ttl::LatestBuckets;
 
 const LOCK_FILE: &str = "verstore.lock";
 
@@ -67,7 +68,7 @@ impl VersionedStore {
             }
             Err(TryLockError::Error(source)) => return Err(io(source)),
         }
-        let backend = RocksBackend::open(path, options)?;
+        let backend = RocksBackend::open(path, options, config.latest_ttl())?;
         let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
         store.lock = Some(lock);
         store.recover_metadata()?;
@@ -76,7 +77,11 @@ impl VersionedStore {
             options.latest_cache_bytes.unwrap_or(usize::MAX),
             empty,
         ));
-        store.load_latest_keys()?;
+        if config.latest_ttl().is_some() {
+            store.load_latest_buckets()?;
+        } else {
+            store.load_latest_keys()?;
+        }
         if options.wal {
             store.deferral = Deferral::Allowed { marked: false };
         } else {
@@ -93,7 +98,7 @@ impl VersionedStore {
     /// then in the maps, and write it into both (a quarter of a batch put's time).
     #[must_use]
     pub fn in_memory(config: StoreConfig) -> Self {
-        let mut backend = MemoryBackend::default();
+        let mut backend = MemoryBackend::default().with_latest_ttl(config.latest_ttl());
         // A fresh map cannot fail to initialise.
         let _ = backend.write(&mut initial_metadata(config));
         Self {
@@ -105,6 +110,7 @@ impl VersionedStore {
                 stream_time: -1,
                 segments: Segments::default(),
                 latest_keys: None,
+                latest_buckets: config.latest_ttl().map(|_| LatestBuckets::default()),
             },
             path: None,
             spool: None,
@@ -124,9 +130,11 @@ impl VersionedStore {
     pub fn from_bytes(bytes: &[u8], config: StoreConfig) -> Result<Self> {
         let entries = history::decode(bytes)?;
         let backend =
-            MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
+            MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .with_latest_ttl(config.latest_ttl());
         let mut store = Self::from_backend(Box::new(backend), config, None)?;
         store.buffer = Some(WriteBuffer::new(MEMORY_BUFFER_BYTES));
+        store.load_latest_buckets()?;
         Ok(store)
     }
 
@@ -311,5 +319,6 @@ fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
         stream_time,
         segments: Segments::from_ids(backend.history_segments()?),
         latest_keys: None,
+        latest_buckets: None,
     })
 }

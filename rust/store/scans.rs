@@ -83,7 +83,8 @@ impl VersionedStore {
             self.state.segments.len(),
             self.buffer.as_ref().map_or(0, WriteBuffer::bytes),
             self.state.stream_time,
-        ))
+        )
+        .with_latest_buckets(self.state.latest_buckets.as_ref()))
     }
 
     /// Loads the persistent store's count of latest-value entries; a store written before the

@@ -29,9 +29,13 @@ impl VersionedStore {
                 // own now rather than at its next call, which may be long in coming (a store of
                 // another partition, kept for later) while it holds the memory.
                 self.write_buffer()?;
+                self.after_write();
                 Ok(value)
             }
-            Ok(Ok(value)) => Ok(value),
+            Ok(Ok(value)) => {
+                self.after_write();
+                Ok(value)
+            }
             Ok(Err(error)) => {
                 self.state = before;
                 Err(error)

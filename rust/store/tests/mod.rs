@@ -11,6 +11,7 @@
 //! * [`properties`]: property tests: every backend against the model, batches against loops of
 //!   single calls, replay order, the whole `i64` time range;
 //! * [`persistence`]: reopening, configuration and lock checks;
+//! * [`expiry`]: a latest TTL's expired values leaving storage with no read changed;
 //! * [`handoff`]: a store closed with its write buffer saved, and reopened with it;
 //! * [`failures`]: failed writes to storage leave a failed store or a failed call, never lost
 //!   acknowledged writes;
@@ -26,6 +27,7 @@
 mod corruption;
 mod deviations;
 mod edge_cases;
+mod expiry;
 mod failures;
 mod handoff;
 mod harness;

@@ -201,6 +201,32 @@ impl Model {
         self.stream_time - self.retention
     }
 
+    /// Whether a newest value at `timestamp` may have been dropped from storage: its whole
+    /// TTL bucket expired at or below the horizon.
+    fn reclaimable(&self, timestamp: i64) -> bool {
+        self.ttl
+            .is_some_and(|ttl| self.bucket_end(timestamp, ttl) + ttl <= self.horizon())
+    }
+
+    /// The end of the TTL bucket (`max(I, L / 32)` wide) of a latest value at `timestamp`.
+    fn bucket_end(&self, timestamp: i64, ttl: i64) -> i64 {
+        let width = self.interval.max(ttl / 32).max(1);
+        (timestamp.div_euclid(width) + 1) * width
+    }
+
+    /// What `stats().latest_keys` counts: keys whose newest version is a value, and with a TTL
+    /// only those whose time bucket (`max(I, L / 32)` wide) has not wholly expired.
+    pub(super) fn counted_keys(&self) -> u64 {
+        let counted = |timestamp: i64| {
+            self.ttl
+                .is_none_or(|ttl| self.bucket_end(timestamp, ttl) + ttl > self.stream_time)
+        };
+        let newest = self.keys.values().filter_map(|v| v.last_key_value());
+        newest
+            .filter(|(t, value)| value.is_some() && counted(**t))
+            .count() as u64
+    }
+
     /// Where a value at `timestamp`, followed by a version at `next`, ends under the TTL.
     fn end(&self, timestamp: i64, next: Option<i64>) -> Option<i64> {
         let Some(ttl) = self.ttl else { return next };
@@ -281,7 +307,7 @@ impl Model {
 
     /// Every version of `key` ever accepted that a scan with tombstones may return,
     /// tombstones (`None`) included, oldest first, as `(value, timestamp, valid_to)`: values
-    /// end where the TTL ends them, and those it cut short at or below the horizon are left out.
+    /// end where the TTL ends them.
     pub(super) fn history(&self, key: &[u8]) -> Vec<HistoryRow> {
         self.history_stored(key)
             .into_iter()
@@ -296,23 +322,27 @@ impl Model {
             .position(|((value, _, _), stored)| value.is_some() && *stored)
     }
 
-    /// [`Self::history`], each with whether it is still stored (by its valid-to as stored).
+    /// [`Self::history`], each with whether it must still be stored: by its valid-to as
+    /// stored (§5), and a value unless its whole TTL bucket expired at or below the horizon
+    /// (reclaimable: §2.15).
     fn history_stored(&self, key: &[u8]) -> Vec<(HistoryRow, bool)> {
         let Some(versions) = self.keys.get(key) else {
             return Vec::new();
         };
         let starts: Vec<i64> = versions.keys().copied().collect();
-        let h = self.horizon();
         versions
             .iter()
             .zip(starts.iter().skip(1).map(|&t| Some(t)).chain([None]))
-            .filter_map(|((&timestamp, value), next)| {
-                if value.is_none() {
-                    return Some(((None, timestamp, next), self.is_stored(next)));
-                }
-                let end = self.end(timestamp, next);
-                let cut_and_gone = end != next && end.is_some_and(|end| end <= h);
-                (!cut_and_gone).then(|| ((value.clone(), timestamp, end), self.is_stored(next)))
+            .map(|((&timestamp, value), next)| {
+                let end = match value {
+                    Some(_) => self.end(timestamp, next),
+                    None => next,
+                };
+                // A value reclaimable now may have been dropped while it was the newest, and
+                // then a later version never moved it into a row.
+                let stored =
+                    self.is_stored(next) && !(value.is_some() && self.reclaimable(timestamp));
+                ((value.clone(), timestamp, end), stored)
             })
             .collect()
     }

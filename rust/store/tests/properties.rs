@@ -40,6 +40,8 @@ pub(super) enum Op {
     HandOff,
     /// The process dies after the last call returned (`Sut::crash`).
     Crash,
+    /// `reclaim_expired`: expired latest values leave storage; no read changes.
+    Reclaim,
 }
 
 fn resolve(stream_time: i64, dt: i64) -> i64 {
@@ -78,6 +80,7 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Reopen),
         1 => Just(Op::HandOff),
         1 => Just(Op::Crash),
+        1 => Just(Op::Reclaim),
     ]
 }
 
@@ -197,20 +200,29 @@ pub(super) fn apply(
             );
             Ok(Vec::new())
         }
-        Op::Crash => {
-            let count = |sut: &mut Sut| {
-                let stats = sut
-                    .store_mut()
-                    .stats()
-                    .map_err(|e| TestCaseError::fail(err(e)))?;
-                Ok::<_, TestCaseError>(stats.latest_keys)
-            };
-            let before = count(sut)?;
-            sut.crash();
-            prop_assert_eq!(count(sut)?, before, "latest-key count after the crash");
-            Ok(Vec::new())
+        Op::Crash => crash(sut),
+        Op::Reclaim => {
+            sut.store_mut()
+                .reclaim_expired()
+                .map_err(|e| TestCaseError::fail(err(e)))?;
+            Ok((0..KEYS.len()).collect())
         }
     }
+}
+
+/// `Op::Crash`: the store comes back with what it held, its key count too.
+fn crash(sut: &mut Sut) -> Result<Vec<usize>, TestCaseError> {
+    let count = |sut: &mut Sut| {
+        let stats = sut
+            .store_mut()
+            .stats()
+            .map_err(|e| TestCaseError::fail(describe(&e)))?;
+        Ok::<_, TestCaseError>(stats.latest_keys)
+    };
+    let before = count(sut)?;
+    sut.crash();
+    prop_assert_eq!(count(sut)?, before, "latest-key count after the crash");
+    Ok(Vec::new())
 }
 
 /// `Op::FailingBatch`: the batch fails at row `at` unless that row is too late to be placed.
@@ -357,6 +369,17 @@ fn run_model_test(config: StoreConfig, ops: &[Op], backing: Backing) -> Result<(
             &Plan::narrow(model.stream_time, retention),
         )
         .map_err(|e| TestCaseError::fail(format!("after step {step} {op:?}: {e}")))?;
+        let stats = sut
+            .store_mut()
+            .stats()
+            .map_err(|e| TestCaseError::fail(describe(&e)))?;
+        prop_assert_eq!(
+            stats.latest_keys,
+            model.counted_keys(),
+            "latest keys after step {} {:?}",
+            step,
+            op
+        );
     }
     let wide = Plan::wide(model.stream_time, retention);
     compare(&sut, &model, &KEYS, &wide)
