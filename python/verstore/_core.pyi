@@ -491,6 +491,17 @@ class VersionedStore:
             StorageError: The write or the flush failed (a full disk, an I/O error). When the
                 write buffer could not be written, the store has *failed*: see the class.
         """
+    def reclaim_expired(self) -> None:
+        """Drops the latest values ``latest_ttl_ms`` has expired below the retention horizon
+        from storage now, in bulk (the GIL released); no read changes. The store does this by
+        itself once as many entries are reclaimable as keys are live; this is for tests and
+        operators. A store without a write-ahead log is flushed first. Nothing happens without
+        a TTL or while a scan is open.
+
+        Raises:
+            StoreClosedError: The store is closed.
+            StorageError: The store failed, or the flush did.
+        """
     def release_memory(self) -> None:
         """Gives back the memory the store holds between calls: writes its write buffer to
         RocksDB (and frees the buffer's room) and empties its caches; what it holds stays in
@@ -577,7 +588,9 @@ class StoreStats:
 
     latest_keys: Final[int]
     """Keys whose newest version is a value: exact (persistent stores keep the count in
-    their metadata; a store written by an older build is counted once when opened)."""
+    their metadata; a store written by an older build is counted once when opened). With
+    ``latest_ttl_ms``: keys whose newest version is a live value, exact to one time bucket
+    (a key counts until its bucket has wholly expired; counted from the data at each open)."""
     history_rows: Final[int]
     """History rows, one per key and live segment holding its older versions: exact in
     memory; on RocksDB its key estimate less the latest values (overwritten keys and row
@@ -592,6 +605,13 @@ class StoreStats:
     """The write buffer of a store without a write-ahead log (0 otherwise)."""
     observed_stream_time: Final[int]
     """Largest timestamp of any accepted write; -1 before the first."""
+    ttl_expired_keys: Final[int]
+    """With ``latest_ttl_ms``: keys that expired since the store object opened, counted when
+    their time bucket (``max(segment_interval_ms, latest_ttl_ms // 32)`` wide) wholly
+    expired; 0 without."""
+    ttl_reclaims: Final[int]
+    """With ``latest_ttl_ms``: reclamations of expired entries started since the store object
+    opened; 0 without."""
 
 DEFAULT_MEMORY_LIMIT_MB: Final[int]
 """The memory budget of a process that never set one (MiB)."""

@@ -193,6 +193,8 @@ pub(crate) struct PyStoreStats {
     memtable_bytes: u64,
     write_buffer_bytes: u64,
     observed_stream_time: i64,
+    ttl_expired_keys: u64,
+    ttl_reclaims: u64,
 }
 
 impl From<StoreStats> for PyStoreStats {
@@ -205,6 +207,8 @@ impl From<StoreStats> for PyStoreStats {
             memtable_bytes: s.memtable_bytes,
             write_buffer_bytes: s.write_buffer_bytes,
             observed_stream_time: s.observed_stream_time,
+            ttl_expired_keys: s.ttl_expired_keys,
+            ttl_reclaims: s.ttl_reclaims,
         }
     }
 }
@@ -214,14 +218,17 @@ impl PyStoreStats {
     fn __repr__(&self) -> String {
         format!(
             "StoreStats(latest_keys={}, history_rows={}, live_segments={}, disk_bytes={}, \
-             memtable_bytes={}, write_buffer_bytes={}, observed_stream_time={})",
+             memtable_bytes={}, write_buffer_bytes={}, observed_stream_time={}, \
+             ttl_expired_keys={}, ttl_reclaims={})",
             self.latest_keys,
             self.history_rows,
             self.live_segments,
             self.disk_bytes,
             self.memtable_bytes,
             self.write_buffer_bytes,
-            self.observed_stream_time
+            self.observed_stream_time,
+            self.ttl_expired_keys,
+            self.ttl_reclaims
         )
     }
 }

@@ -225,6 +225,10 @@ impl PyVersionedStore {
         self.inner.detached(py, VersionedStore::flush)
     }
 
+    fn reclaim_expired(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.detached(py, VersionedStore::reclaim_expired)
+    }
+
     fn release_memory(&self, py: Python<'_>) -> PyResult<()> {
         self.inner.detached(py, VersionedStore::release_memory)
     }
