@@ -123,10 +123,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 continue
             columns = f" columns={settings.columns.describe()}" if settings.columns else ""
             partitions = f" partitions={settings.num_partitions}" if settings.num_partitions else ""
+            ttl = f" latest_ttl_ms={settings.latest_ttl_ms}" if settings.latest_ttl_ms else ""
             print(
                 f"  lineage {lineage.lineage}: history_retention_ms="
                 f"{settings.history_retention_ms} segment_interval_ms="
-                f"{settings.segment_interval_ms}{partitions}{columns}"
+                f"{settings.segment_interval_ms}{ttl}{partitions}{columns}"
             )
             for partitioning, p, files in every_partition(lineage, settings):
                 if partitioning.id and p == 0:

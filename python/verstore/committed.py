@@ -164,6 +164,7 @@ def reading(
             lineage=ref.lineage,
             history_retention_ms=settings.history_retention_ms,
             segment_interval_ms=settings.segment_interval_ms,
+            latest_ttl_ms=settings.latest_ttl_ms,
             options=CheckpointOptions(lock_timeout_s=0),
             progress=progress,
             read_only=True,

@@ -327,6 +327,8 @@ class StoreSettings:
     #: Every partitioning the lineage recorded, oldest first (``Partitioning``);
     #: ``num_partitions`` is the newest's count. Empty in the settings a caller wants.
     partitionings: tuple[Partitioning, ...] = field(default=(), compare=False)
+    #: The time-to-live of keys' newest versions (docs/semantics.md §2.15); None: none.
+    latest_ttl_ms: int | None = None
 
     def partitioning_at(self, version: int) -> Partitioning:
         """The partitioning that serves ``version``: the newest one that starts at or below it."""
@@ -341,7 +343,7 @@ class StoreSettings:
         )
 
     def to_json(self, files: LineageFiles) -> dict[str, Any]:
-        return {
+        body = {
             "format_version": FORMAT_VERSION,
             "store": files.store_name,
             "lineage": files.lineage,
@@ -350,7 +352,17 @@ class StoreSettings:
             "num_partitions": self.num_partitions,
             "columns": self.columns.to_json() if self.columns else None,
         }
+        if self.latest_ttl_ms is not None:
+            # A lineage with a TTL is format 3: an older verstore refuses it rather than
+            # rebuild its stores without the TTL (and serve the keys it ended).
+            body["format_version"] = META_FORMAT_WITH_TTL
+            body["latest_ttl_ms"] = self.latest_ttl_ms
+        return body
 
+
+#: The format of the ``_meta.json`` of a lineage with a latest TTL (every other file, and the
+#: ``_meta.json`` of a lineage without one, is ``FORMAT_VERSION``).
+META_FORMAT_WITH_TTL = 3
 
 #: A settings file larger than this is not a settings file (a hostile one must not exhaust
 #: memory).
@@ -377,11 +389,15 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         raise CorruptionError(f"corrupt data in {name}: not a JSON object")
     if not whole(meta.get("format_version"), 0):
         raise CorruptionError(f"corrupt data in {name}: no format_version")
-    if meta["format_version"] != FORMAT_VERSION:
+    if meta["format_version"] not in (FORMAT_VERSION, META_FORMAT_WITH_TTL):
         raise IncompatibleFormatError(
             f"{name} was written by checkpoint format {meta['format_version']}; this "
-            f"verstore reads format {FORMAT_VERSION}"
+            f"verstore reads formats {FORMAT_VERSION} and {META_FORMAT_WITH_TTL}"
         )
+    ttl = meta.get("latest_ttl_ms")
+    with_ttl = meta["format_version"] == META_FORMAT_WITH_TTL
+    if (ttl is not None or with_ttl) and not (with_ttl and whole(ttl, 1, 2**63)):
+        raise CorruptionError(f"corrupt data in {name}: latest_ttl_ms and format_version disagree")
     interval, partitions = meta.get("segment_interval_ms"), meta.get("num_partitions")
     if not (
         whole(meta.get("history_retention_ms"), 0)
@@ -404,6 +420,7 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
         layouts[-1] if layouts else None,
         layouts,
         tuple(partitionings),
+        ttl,
     )
 
 
@@ -558,22 +575,27 @@ _INTS = ["int8", "int16", "int32", "int64"]
 WIDENINGS = {(a, b) for i, a in enumerate(_INTS) for b in _INTS[i + 1 :]} | {("float", "double")}
 
 
+#: What an error about a changed setting adds, by setting.
+_CHANGE_HINTS = {
+    "num_partitions": ": stop the query and run verstore.spark.repartition_store to move its "
+    "state to the new count (docs/spark.md, Changing a running query)",
+    "latest_ttl_ms": ": a lineage keeps the TTL it was created with (its stores may have "
+    "dropped what the TTL ended); give the query another store name for another TTL",
+}
+
+
 def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) -> None:
     where = files.location.describe(files.dir)
     pairs: list[tuple[str, Any, Any]] = [
         ("history_retention_ms", stored.history_retention_ms, wanted.history_retention_ms),
         ("segment_interval_ms", stored.segment_interval_ms, wanted.segment_interval_ms),
+        ("latest_ttl_ms", stored.latest_ttl_ms, wanted.latest_ttl_ms),
     ]
     if wanted.num_partitions is not None:
         pairs.append(("num_partitions", stored.num_partitions, wanted.num_partitions))
     for setting, have, want in pairs:
         if have != want:
-            hint = (
-                ": stop the query and run verstore.spark.repartition_store to move its state "
-                "to the new count (docs/spark.md, Changing a running query)"
-                if setting == "num_partitions"
-                else ""
-            )
+            hint = _CHANGE_HINTS.get(setting, "")
             raise IncompatibleConfigError(
                 f"store {files.store_name!r} at {where} has {setting}={have!r}, "
                 f"cannot open it with {setting}={want!r}{hint}"

@@ -222,6 +222,7 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
         plan.settings.segment_interval_ms,
         plan.target.num_partitions,
         plan.settings.columns,
+        latest_ttl_ms=plan.settings.latest_ttl_ms,
     )
     settings = check_or_create(files, wanted, create=False, fresh=True)
     if settings.partitioning != plan.target:
@@ -292,6 +293,7 @@ def _open(
         scratch,
         history_retention_ms=plan.settings.history_retention_ms,
         segment_interval_ms=plan.settings.segment_interval_ms,
+        latest_ttl_ms=plan.settings.latest_ttl_ms,
         lineage=plan.lineage,
         **extra,
     )

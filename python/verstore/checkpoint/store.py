@@ -98,6 +98,7 @@ class PartitionStore:
         *,
         history_retention_ms: int,
         segment_interval_ms: int | None = None,
+        latest_ttl_ms: int | None = None,
         lineage: str = "default",
         storage_options: Mapping[str, Any] | None = None,
         options: CheckpointOptions | None = None,
@@ -123,6 +124,9 @@ class PartitionStore:
             local_dir: Where the local working copy lives.
             history_retention_ms: The store's retention; recorded on first use, checked after.
             segment_interval_ms: The store's segment interval (None: Kafka's default rule).
+            latest_ttl_ms: The time-to-live of keys' newest versions (docs/semantics.md
+                §2.15), recorded on first use and checked after: a lineage keeps the TTL it
+                was created with, or none. None: keys never expire.
             lineage: Whose state this is (in Spark, the query id): each lineage has its own
                 directory and never reads or deletes another's.
             storage_options: Filesystem options when ``location`` is a URI.
@@ -170,7 +174,11 @@ class PartitionStore:
         self._files = lineage_files.partition(partition)  # until _locate finds its partitioning
         self._options = options or CheckpointOptions()
         self._settings = StoreSettings(
-            history_retention_ms, segment_interval_ms, num_partitions, columns
+            history_retention_ms,
+            segment_interval_ms,
+            num_partitions,
+            columns,
+            latest_ttl_ms=latest_ttl_ms,
         )
         self._local = LocalCopy(local_dir, store_name, lineage, partition)
         self._start(location, partition, version, lineage, read_only, memory_limit_mb)
@@ -612,6 +620,7 @@ class PartitionStore:
             self._local.db,
             history_retention_ms=self._settings.history_retention_ms,
             segment_interval_ms=self._settings.segment_interval_ms,
+            latest_ttl_ms=self._settings.latest_ttl_ms,
             write_ahead_log=False,
             record_changes=not self.read_only,
             memory_limit_mb=self._memory_limit_mb,
