@@ -29,17 +29,20 @@ pub enum Error {
     },
     /// The store on disk was created with another configuration.
     #[error(
-        "store at {path} was created with {setting}={stored}, cannot reopen it with {setting}={requested}"
+        "store at {path} was created with {setting}={}, cannot reopen it with {setting}={}{}",
+        setting_value(*.stored),
+        setting_value(*.requested),
+        setting_rule(setting)
     )]
     IncompatibleConfig {
         /// The store directory.
         path: PathBuf,
         /// The setting that differs.
         setting: &'static str,
-        /// The value recorded in the store.
-        stored: i64,
-        /// The value asked for at open.
-        requested: i64,
+        /// The value recorded in the store (`None`: not set).
+        stored: Option<i64>,
+        /// The value asked for at open (`None`: not set).
+        requested: Option<i64>,
     },
     /// The store on disk uses a format version this build cannot read.
     #[error(
@@ -98,6 +101,21 @@ pub enum Error {
 }
 
 /// The core's result alias.
+/// A setting's value in a message: the number, or `none`.
+fn setting_value(value: Option<i64>) -> String {
+    value.map_or_else(|| "none".to_owned(), |value| value.to_string())
+}
+
+/// What a message adds about which changes a setting allows.
+fn setting_rule(setting: &str) -> &'static str {
+    if setting == "latest_ttl_ms" {
+        " (a TTL may be added or lowered, never raised or removed: the entries it dropped \
+         cannot come back; docs/semantics.md §2.15)"
+    } else {
+        ""
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {

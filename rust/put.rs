@@ -55,7 +55,14 @@ impl Txn<'_> {
             return Ok(PutOutcome::Expired);
         }
         self.advance_stream_time(timestamp);
-        let valid_to = self.place(key, value, timestamp)?;
+        let mut valid_to = self.place(key, value, timestamp)?;
+        if let Some(ttl) = self.state.config.latest_ttl()
+            && value.is_some()
+        {
+            // Where the value ends under the TTL: a newest value already expired reports its
+            // end, so a caller that forwards only new newest values (KIP-914) drops it.
+            valid_to = ttl.end(timestamp, valid_to, self.state.stream_time);
+        }
         if let Some(log) = &mut self.log {
             log.push(key, value, timestamp);
         }

@@ -29,6 +29,7 @@ use crate::format::latest_value;
 use crate::format::segment_value::{Lookup, SegmentRow};
 use crate::record::VersionedRecord;
 use crate::state::State;
+pub(crate) use crate::ttl::Seen;
 use crate::view::{ReadClient, read_map};
 pub(crate) use batch::batch;
 
@@ -86,9 +87,10 @@ pub(crate) fn row_location(
     )
 }
 
-/// The newest version if it is a value.
+/// The newest version if it is a value (and live, under a TTL).
 pub(crate) fn latest(
     client: &(impl ReadClient + ?Sized),
+    state: &State,
     key: &[u8],
 ) -> Result<Option<VersionedRecord>> {
     read_map(client, &storage_key(LATEST_SEGMENT, key), |bytes| {
@@ -96,18 +98,42 @@ pub(crate) fn latest(
             return Ok(None);
         };
         let (timestamp, value) = latest_value::decode(bytes)?;
-        Ok(Some(VersionedRecord {
-            value: value.to_vec(),
-            timestamp,
-            valid_to: None,
-        }))
+        Ok(match ttl_point(state, timestamp, None, None) {
+            Seen::ValidTo(valid_to) => Some(VersionedRecord {
+                value: value.to_vec(),
+                timestamp,
+                valid_to,
+            }),
+            Seen::Ended => None,
+        })
     })
 }
 
 fn horizon(state: &State) -> i64 {
-    state
-        .stream_time
-        .saturating_sub(state.config.history_retention_ms())
+    state.clock().horizon
+}
+
+/// What a point read at `as_of` (`None`: the newest) answers of the version it found at
+/// `timestamp`, valid to `valid_to`, under the store's TTL (docs/semantics.md §2.15). Without a
+/// TTL, the version as found.
+pub(crate) fn ttl_point(
+    state: &State,
+    timestamp: i64,
+    valid_to: Option<i64>,
+    as_of: Option<i64>,
+) -> Seen {
+    match state.config.latest_ttl() {
+        None => Seen::ValidTo(valid_to),
+        Some(ttl) => ttl.point_read(timestamp, valid_to, as_of, state.clock()),
+    }
+}
+
+/// A found record under the TTL rule (see [`ttl_point`]).
+fn ttl_record(state: &State, as_of: i64, record: VersionedRecord) -> Option<VersionedRecord> {
+    match ttl_point(state, record.timestamp, record.valid_to, Some(as_of)) {
+        Seen::ValidTo(valid_to) => Some(VersionedRecord { valid_to, ..record }),
+        Seen::Ended => None,
+    }
 }
 
 /// An as-of read below the latest value: the live segments that may still hold the answer are
@@ -200,7 +226,7 @@ pub(crate) fn as_of(
         })
     })?;
     let latest = match newest {
-        Ok(record) => return Ok(Some(record)),
+        Ok(record) => return Ok(ttl_record(state, as_of, record)),
         Err(latest) => latest,
     };
     let Some(mut probe) = Probe::start(state, latest, as_of) else {
@@ -226,7 +252,7 @@ pub(crate) fn as_of(
             Ok(())
         })?;
         if let Some(found) = found {
-            return Ok(found);
+            return Ok(found.and_then(|record| ttl_record(state, as_of, record)));
         }
     }
     Ok(None)
@@ -250,6 +276,20 @@ struct Window {
 }
 
 impl Window {
+    /// A version's valid-to under the TTL rule; tombstones as stored.
+    fn ttl_end(
+        self,
+        state: &State,
+        value: Option<&[u8]>,
+        timestamp: i64,
+        valid_to: Option<i64>,
+    ) -> Seen {
+        match (value, state.config.latest_ttl()) {
+            (Some(_), Some(ttl)) => ttl.version(timestamp, valid_to, self.to, state.clock()),
+            _ => Seen::ValidTo(valid_to),
+        }
+    }
+
     fn selects(self, value: Option<&[u8]>, timestamp: i64, valid_to: Option<i64>) -> bool {
         (value.is_some() || self.tombstones)
             && timestamp <= self.to
@@ -280,8 +320,10 @@ fn walk_versions(
             return Ok(None);
         };
         let (timestamp, value) = latest_value::decode(bytes)?;
-        if window.selects(Some(value), timestamp, None) {
-            visit(Some(value), timestamp, None);
+        if let Seen::ValidTo(valid_to) = window.ttl_end(state, Some(value), timestamp, None)
+            && window.selects(Some(value), timestamp, valid_to)
+        {
+            visit(Some(value), timestamp, valid_to);
         }
         Ok(Some(timestamp))
     })?;
@@ -309,8 +351,11 @@ fn walk_versions(
                 row.entries()
             };
             for (index, entry) in entries.iter().enumerate() {
-                let valid_to = Some(row.valid_to(index));
-                if window.selects(entry.value, entry.timestamp, valid_to) {
+                let stored = Some(row.valid_to(index));
+                if let Seen::ValidTo(valid_to) =
+                    window.ttl_end(state, entry.value, entry.timestamp, stored)
+                    && window.selects(entry.value, entry.timestamp, valid_to)
+                {
                     visit(entry.value, entry.timestamp, valid_to);
                 }
             }

@@ -2,6 +2,7 @@
 
 use crate::config::StoreConfig;
 use crate::segments::Segments;
+use crate::ttl::Clock;
 
 /// The in-memory part of a store's state, derived from storage on open.
 #[derive(Debug, Clone)]
@@ -13,4 +14,16 @@ pub(crate) struct State {
     /// Number of latest-value entries, kept by persistent stores (`crate::stats`); `None` in
     /// memory, where the map knows it.
     pub(crate) latest_keys: Option<u64>,
+}
+
+impl State {
+    /// Stream time and the horizon `ST - R` below which reads see only the newest version.
+    pub(crate) fn clock(&self) -> Clock {
+        Clock {
+            stream_time: self.stream_time,
+            horizon: self
+                .stream_time
+                .saturating_sub(self.config.history_retention_ms()),
+        }
+    }
 }

@@ -248,7 +248,7 @@ impl VersionedStore {
     /// Storage errors; [`Error::Corrupt`] for undecodable bytes.
     pub fn get(&self, key: &[u8]) -> Result<Option<VersionedRecord>> {
         self.check_usable()?;
-        read::latest(&self.reader(), key)
+        read::latest(&self.reader(), &self.state, key)
     }
 
     /// The record valid at `as_of` (inclusive).

@@ -76,9 +76,71 @@ impl LatestTtl {
             <= horizon
     }
 
+    /// What a point read at `as_of` (`None`: the newest version) answers when, without the
+    /// TTL, it finds a version at `timestamp` valid to `valid_to` (`None`: the newest): the
+    /// valid-to to report, or [`Seen::Ended`] where the key had expired. Below the `horizon` only a live
+    /// newest value is visible, as without a TTL only the newest is.
+    pub(crate) fn point_read(
+        &self,
+        timestamp: i64,
+        valid_to: Option<i64>,
+        as_of: Option<i64>,
+        clock: Clock,
+    ) -> Seen {
+        let Some(end) = self.end(timestamp, valid_to, clock.stream_time) else {
+            return Seen::ValidTo(None);
+        };
+        match as_of {
+            None => Seen::Ended,
+            Some(t) if t >= end || (valid_to.is_none() && t < clock.horizon) => Seen::Ended,
+            Some(_) => Seen::ValidTo(Some(end)),
+        }
+    }
+
+    /// What `versions()` up to `to` reports of a value version at `timestamp` valid to
+    /// `valid_to`: its valid-to, or [`Seen::Ended`] to leave it out. A version the TTL cut short is
+    /// reported only while its end is above the horizon, so that dropping its bytes (at or
+    /// below the durable horizon) changes no answer; below the horizon only a live newest
+    /// value is visible.
+    pub(crate) fn version(
+        &self,
+        timestamp: i64,
+        valid_to: Option<i64>,
+        to: i64,
+        clock: Clock,
+    ) -> Seen {
+        let end = self.end(timestamp, valid_to, clock.stream_time);
+        match end {
+            Some(cut) if end != valid_to => {
+                if cut <= clock.horizon || (valid_to.is_none() && to < clock.horizon) {
+                    Seen::Ended
+                } else {
+                    Seen::ValidTo(end)
+                }
+            }
+            _ => Seen::ValidTo(valid_to),
+        }
+    }
+
     fn bucket_end(&self, bucket: i64) -> i64 {
         bucket.saturating_add(1).saturating_mul(self.bucket_ms)
     }
+}
+
+/// What a read reports of a version it found, under the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// The version, valid to this time (`None`: the newest, and live).
+    ValidTo(Option<i64>),
+    /// Nothing: the TTL had ended the version at the time asked about.
+    Ended,
+}
+
+/// The times a read's answer depends on: observed stream time and the horizon `ST - R`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    pub(crate) stream_time: i64,
+    pub(crate) horizon: i64,
 }
 
 #[cfg(test)]
@@ -95,6 +157,61 @@ mod tests {
         assert_eq!(ttl.end(920, None, 970), Some(970));
         assert!(ttl.live(920, 969));
         assert!(!ttl.live(920, 970));
+    }
+
+    #[test]
+    fn a_point_read_sees_an_expired_key_only_while_it_lived_and_above_the_horizon() {
+        let ttl = LatestTtl::new(50, 10);
+        let clock = Clock {
+            stream_time: 1000,
+            horizon: 900,
+        };
+        // the newest version at 920 expired at 970
+        assert_eq!(ttl.point_read(920, None, None, clock), Seen::Ended);
+        assert_eq!(
+            ttl.point_read(920, None, Some(930), clock),
+            Seen::ValidTo(Some(970))
+        );
+        assert_eq!(ttl.point_read(920, None, Some(970), clock), Seen::Ended);
+        // the newest at 880 is below the horizon: not live, so not visible
+        assert_eq!(ttl.point_read(880, None, Some(890), clock), Seen::Ended);
+        // a live newest version, and a history version cut short or not
+        assert_eq!(ttl.point_read(990, None, None, clock), Seen::ValidTo(None));
+        assert_eq!(
+            ttl.point_read(920, Some(990), Some(980), clock),
+            Seen::Ended
+        );
+        assert_eq!(
+            ttl.point_read(920, Some(950), Some(930), clock),
+            Seen::ValidTo(Some(950))
+        );
+    }
+
+    #[test]
+    fn versions_cut_short_are_reported_while_their_end_is_above_the_horizon() {
+        let ttl = LatestTtl::new(50, 10);
+        let clock = Clock {
+            stream_time: 1000,
+            horizon: 900,
+        };
+        assert_eq!(
+            ttl.version(920, None, 2000, clock),
+            Seen::ValidTo(Some(970))
+        );
+        assert_eq!(ttl.version(850, None, 2000, clock), Seen::Ended);
+        assert_eq!(
+            ttl.version(851, Some(990), 2000, clock),
+            Seen::ValidTo(Some(901))
+        );
+        assert_eq!(ttl.version(850, Some(990), 2000, clock), Seen::Ended);
+        // not cut: unchanged, whatever the horizon
+        assert_eq!(
+            ttl.version(800, Some(820), 2000, clock),
+            Seen::ValidTo(Some(820))
+        );
+        assert_eq!(ttl.version(990, None, 2000, clock), Seen::ValidTo(None));
+        // below the horizon only a live newest value
+        assert_eq!(ttl.version(920, None, 899, clock), Seen::Ended);
     }
 
     #[test]

@@ -12,13 +12,20 @@
 //!                                  missing
 //! "metadata_deferred"     empty    present while the two entries above may lag the data
 //!                                  (`store/metadata.rs`): an open recomputes them from the data
+//! "latest_ttl"            i64 BE   the TTL of newest versions (>= 1), in format-4 stores only
 //! ```
+//!
+//! A store with a latest TTL is format 4, so that an older build refuses it instead of serving
+//! keys the TTL has ended; a store without one stays format 3, byte for byte.
 
 use crate::error::{Error, Result};
 
-/// The on-disk format this build writes (1: whole rows only; 2: row appends; 3: the stream
-/// time and key count may be deferred, `METADATA_DEFERRED_KEY`).
-pub(crate) const FORMAT_VERSION: u32 = 3;
+/// The newest on-disk format this build reads and writes (1: whole rows only; 2: row appends;
+/// 3: the stream time and key count may be deferred, `METADATA_DEFERRED_KEY`; 4: a latest TTL,
+/// `LATEST_TTL_KEY`, written only by stores that have one).
+pub(crate) const FORMAT_VERSION: u32 = 4;
+/// The format of a store without a latest TTL.
+pub(crate) const FORMAT_WITHOUT_TTL: u32 = 3;
 /// The oldest format this build reads: a version-2 store is a version-3 store that never
 /// deferred its metadata, so opening one only rewrites the version number.
 pub(crate) const OLDEST_READABLE_FORMAT: u32 = 2;
@@ -28,9 +35,30 @@ pub(crate) const CONFIG_KEY: &[u8] = b"config";
 pub(crate) const STREAM_TIME_KEY: &[u8] = b"observed_stream_time";
 pub(crate) const LATEST_KEYS_KEY: &[u8] = b"latest_keys";
 pub(crate) const METADATA_DEFERRED_KEY: &[u8] = b"metadata_deferred";
+pub(crate) const LATEST_TTL_KEY: &[u8] = b"latest_ttl";
 
-pub(crate) fn encode_format_version() -> Vec<u8> {
-    FORMAT_VERSION.to_be_bytes().to_vec()
+/// The format a store is written in: 4 with a latest TTL, 3 without.
+pub(crate) fn format_version(latest_ttl: bool) -> u32 {
+    if latest_ttl {
+        FORMAT_VERSION
+    } else {
+        FORMAT_WITHOUT_TTL
+    }
+}
+
+pub(crate) fn encode_format_version(version: u32) -> Vec<u8> {
+    version.to_be_bytes().to_vec()
+}
+
+pub(crate) fn encode_latest_ttl(ttl_ms: i64) -> Vec<u8> {
+    ttl_ms.to_be_bytes().to_vec()
+}
+
+pub(crate) fn decode_latest_ttl(bytes: &[u8]) -> Result<i64> {
+    match (bytes.len(), super::read_i64(bytes, 0)) {
+        (8, Some(ttl)) if ttl >= 1 => Ok(ttl),
+        _ => Err(undecodable("latest TTL")),
+    }
 }
 
 pub(crate) fn decode_format_version(bytes: &[u8]) -> Result<u32> {

@@ -6,7 +6,7 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 
 use super::columns::RecordColumns;
-use super::{AsOf, Probe, Step, row_location};
+use super::{AsOf, Probe, Seen, Step, row_location, ttl_point};
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, segment_prefix, sort_prefix};
 use crate::format::latest_value;
@@ -146,7 +146,9 @@ impl<'k> BatchRead<'k> {
             let t = times.at(row);
             match latest {
                 Some((timestamp, value)) if t.is_none_or(|t| timestamp <= t) => {
-                    self.found(row, timestamp, None, value);
+                    if let Seen::ValidTo(valid_to) = ttl_point(state, timestamp, None, t) {
+                        self.found(row, timestamp, valid_to, value);
+                    }
                 }
                 _ => {
                     let start = t.and_then(|t| Probe::start(state, latest.map(|l| l.0), t));
@@ -214,16 +216,14 @@ impl<'k> BatchRead<'k> {
             );
             let mut visit = |w: usize, row: Option<Lookup<'_>>| {
                 let read = &mut self.waiting[w];
-                let (answer_row, step) = (read.row, read.probe.visit(state, segment, row));
-                if let Step::Done(found) = step {
+                let (answer_row, t) = (read.row, read.probe.t);
+                if let Step::Done(found) = read.probe.visit(state, segment, row) {
                     done[w] = true;
-                    if let Some(found) = found {
-                        self.found(
-                            answer_row,
-                            found.timestamp,
-                            Some(found.valid_to),
-                            found.value,
-                        );
+                    if let Some(found) = found
+                        && let Seen::ValidTo(valid_to) =
+                            ttl_point(state, found.timestamp, Some(found.valid_to), Some(t))
+                    {
+                        self.found(answer_row, found.timestamp, valid_to, found.value);
                     }
                 }
             };

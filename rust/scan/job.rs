@@ -106,7 +106,12 @@ impl ScanJob {
                 if let Some(bytes) = latest {
                     let (timestamp, value) = latest_value::decode(bytes)?;
                     if as_of.is_none_or(|t| timestamp <= t) {
-                        return out.push(key, Some(value), timestamp, None);
+                        return match read::ttl_point(&self.state, timestamp, None, as_of) {
+                            read::Seen::ValidTo(valid_to) => {
+                                out.push(key, Some(value), timestamp, valid_to)
+                            }
+                            read::Seen::Ended => Ok(true),
+                        };
                     }
                 }
                 match as_of {

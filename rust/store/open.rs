@@ -12,7 +12,7 @@ use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
+use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, storage_key};
 use crate::format::{history, meta};
 use crate::latest_cache::LatestCache;
 use crate::overlay::WriteBuffer;
@@ -157,26 +157,40 @@ impl VersionedStore {
 }
 
 fn initial_metadata(config: StoreConfig) -> WriteSet {
+    let ttl = config.latest_ttl().map(|ttl| ttl.ttl_ms());
+    let mut writes = vec![
+        format_version_write(meta::format_version(ttl.is_some())),
+        (
+            storage_key(META_SEGMENT, meta::CONFIG_KEY),
+            Write::Put(meta::encode_config(
+                config.history_retention_ms(),
+                config.segment_interval_ms(),
+            )),
+        ),
+        (
+            storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
+            Write::Put(meta::encode_stream_time(-1)),
+        ),
+    ];
+    writes.extend(ttl.map(latest_ttl_write));
     WriteSet {
         drop_segments: None,
-        writes: vec![
-            (
-                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                Write::Put(meta::encode_format_version()),
-            ),
-            (
-                storage_key(META_SEGMENT, meta::CONFIG_KEY),
-                Write::Put(meta::encode_config(
-                    config.history_retention_ms(),
-                    config.segment_interval_ms(),
-                )),
-            ),
-            (
-                storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-                Write::Put(meta::encode_stream_time(-1)),
-            ),
-        ],
+        writes,
     }
+}
+
+fn format_version_write(version: u32) -> (StorageKey, Write) {
+    (
+        storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
+        Write::Put(meta::encode_format_version(version)),
+    )
+}
+
+fn latest_ttl_write(ttl_ms: i64) -> (StorageKey, Write) {
+    (
+        storage_key(META_SEGMENT, meta::LATEST_TTL_KEY),
+        Write::Put(meta::encode_latest_ttl(ttl_ms)),
+    )
 }
 
 /// Writes a new store's metadata, or checks an existing store's format and configuration
@@ -199,18 +213,62 @@ fn prepare_metadata(backend: &mut dyn Backend, config: StoreConfig, path: &Path)
         return Err(incompatible(found));
     }
     check_config(backend, config, path)?;
-    if found < meta::FORMAT_VERSION {
-        // Version 2 differs only in never deferring its metadata: the number is all there is
-        // to upgrade, and an older build then refuses the store.
+    let stored_ttl = stored_latest_ttl(backend, found)?;
+    let requested_ttl = config.latest_ttl().map(|ttl| ttl.ttl_ms());
+    check_latest_ttl(stored_ttl, requested_ttl, path)?;
+    // Version 2 differs from 3 only in never deferring its metadata: the number is all there
+    // is to upgrade, and an older build then refuses the store. A TTL added makes it 4.
+    let version = meta::format_version(requested_ttl.is_some());
+    let mut writes = Vec::new();
+    if found != version {
+        writes.push(format_version_write(version));
+    }
+    if requested_ttl != stored_ttl {
+        writes.extend(requested_ttl.map(latest_ttl_write));
+    }
+    if !writes.is_empty() {
         backend.write(&mut WriteSet {
             drop_segments: None,
-            writes: vec![(
-                storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY),
-                Write::Put(meta::encode_format_version()),
-            )],
+            writes,
         })?;
     }
     Ok(())
+}
+
+/// The latest TTL a store of format `found` records: format 4 has one, older formats none.
+fn stored_latest_ttl(backend: &dyn Backend, found: u32) -> Result<Option<i64>> {
+    let bytes = backend.get(&storage_key(META_SEGMENT, meta::LATEST_TTL_KEY))?;
+    match (found == meta::FORMAT_VERSION, bytes) {
+        (true, Some(bytes)) => meta::decode_latest_ttl(&bytes).map(Some),
+        (false, None) => Ok(None),
+        (true, None) => Err(Error::corrupt(
+            backend.location(),
+            "a format-4 store has no latest TTL entry",
+        )),
+        (false, Some(_)) => Err(Error::corrupt(
+            backend.location(),
+            format!("a format-{found} store has a latest TTL entry"),
+        )),
+    }
+}
+
+/// A TTL may be added or lowered (every entry it dropped is dead under a lower one too), never
+/// raised or removed: what it dropped cannot come back.
+fn check_latest_ttl(stored: Option<i64>, requested: Option<i64>, path: &Path) -> Result<()> {
+    let allowed = match (stored, requested) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(stored), Some(requested)) => requested <= stored,
+    };
+    if allowed {
+        return Ok(());
+    }
+    Err(Error::IncompatibleConfig {
+        path: path.to_owned(),
+        setting: "latest_ttl_ms",
+        stored,
+        requested,
+    })
 }
 
 /// Fails with [`Error::IncompatibleConfig`] when the stored settings are not `config`'s.
@@ -235,8 +293,8 @@ fn check_config(backend: &dyn Backend, config: StoreConfig, path: &Path) -> Resu
             return Err(Error::IncompatibleConfig {
                 path: path.to_owned(),
                 setting,
-                stored,
-                requested,
+                stored: Some(stored),
+                requested: Some(requested),
             });
         }
     }

@@ -165,15 +165,23 @@ pub(super) fn assert_same(
     }
 }
 
+/// A version as a scan with tombstones returns it: `(value or None, timestamp, valid_to)`.
+pub(super) type HistoryRow = (Option<Vec<u8>>, i64, Option<i64>);
+
 /// The documented semantics, with no storage design: per key every version ever accepted.
 ///
 /// `versions()` follows the physical-presence rule of §2.5/§5: the newest version is always
 /// there; an older version with valid-to `vt` is there iff `vt / I ≥ (ST − R) / I` (truncating
 /// division, i.e. its segment has not been dropped).
+///
+/// With a latest TTL `L` (§2.15) a value `v@t` ends at `min(next, t + L)`, the newest one at
+/// `t + L` once stream time has reached it; reads see it only while it lived, a version cut
+/// short only while its end is above the horizon, and below the horizon only a live newest value.
 #[derive(Debug, Clone)]
 pub(super) struct Model {
     retention: i64,
     interval: i64,
+    ttl: Option<i64>,
     pub(super) stream_time: i64,
     keys: BTreeMap<Vec<u8>, BTreeMap<i64, Option<Vec<u8>>>>,
 }
@@ -183,6 +191,7 @@ impl Model {
         Self {
             retention: config.history_retention_ms(),
             interval: config.segment_interval_ms(),
+            ttl: config.latest_ttl().map(|ttl| ttl.ttl_ms()),
             stream_time: -1,
             keys: BTreeMap::new(),
         }
@@ -192,6 +201,16 @@ impl Model {
         self.stream_time - self.retention
     }
 
+    /// Where a value at `timestamp`, followed by a version at `next`, ends under the TTL.
+    fn end(&self, timestamp: i64, next: Option<i64>) -> Option<i64> {
+        let Some(ttl) = self.ttl else { return next };
+        let expiry = timestamp.saturating_add(ttl);
+        match next {
+            Some(next) => Some(next.min(expiry)),
+            None => (expiry <= self.stream_time).then_some(expiry),
+        }
+    }
+
     pub(super) fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64) -> i64 {
         if timestamp < self.horizon() {
             return NOT_PUT;
@@ -199,10 +218,13 @@ impl Model {
         self.stream_time = self.stream_time.max(timestamp);
         let versions = self.keys.entry(key.to_vec()).or_default();
         versions.insert(timestamp, value.map(<[u8]>::to_vec));
-        versions
-            .range(timestamp + 1..)
-            .next()
-            .map_or(VALID_TO_UNDEFINED, |(&t, _)| t)
+        let next = versions.range(timestamp + 1..).next().map(|(&t, _)| t);
+        let end = if value.is_some() {
+            self.end(timestamp, next)
+        } else {
+            next
+        };
+        end.unwrap_or(VALID_TO_UNDEFINED)
     }
 
     pub(super) fn delete(&mut self, key: &[u8], timestamp: i64) -> Option<VersionedRecord> {
@@ -222,6 +244,9 @@ impl Model {
 
     pub(super) fn latest(&self, key: &[u8]) -> Option<VersionedRecord> {
         let (&timestamp, value) = self.keys.get(key)?.last_key_value()?;
+        if self.end(timestamp, None).is_some() {
+            return None;
+        }
         value.as_ref().map(|v| VersionedRecord {
             value: v.clone(),
             timestamp,
@@ -235,7 +260,11 @@ impl Model {
         }
         let versions = self.keys.get(key)?;
         let (&timestamp, value) = versions.range(..=as_of).next_back()?;
-        let valid_to = versions.range(timestamp + 1..).next().map(|(&t, _)| t);
+        let next = versions.range(timestamp + 1..).next().map(|(&t, _)| t);
+        let valid_to = self.end(timestamp, next);
+        if valid_to.is_some_and(|end| as_of >= end) {
+            return None;
+        }
         value.as_ref().map(|v| VersionedRecord {
             value: v.clone(),
             timestamp,
@@ -250,17 +279,41 @@ impl Model {
         valid_to.is_none_or(|vt| vt / self.interval >= lowest_live)
     }
 
-    /// Every version of `key` ever accepted, tombstones (`None`) included, oldest first, as
-    /// `(value, timestamp, valid_to)`.
-    pub(super) fn history(&self, key: &[u8]) -> Vec<(Option<Vec<u8>>, i64, Option<i64>)> {
+    /// Every version of `key` ever accepted that a scan with tombstones may return,
+    /// tombstones (`None`) included, oldest first, as `(value, timestamp, valid_to)`: values
+    /// end where the TTL ends them, and those it cut short at or below the horizon are left out.
+    pub(super) fn history(&self, key: &[u8]) -> Vec<HistoryRow> {
+        self.history_stored(key)
+            .into_iter()
+            .map(|(row, _)| row)
+            .collect()
+    }
+
+    /// The index in [`Self::history`] of the oldest value still stored (§5), if any.
+    pub(super) fn oldest_stored_value(&self, key: &[u8]) -> Option<usize> {
+        self.history_stored(key)
+            .iter()
+            .position(|((value, _, _), stored)| value.is_some() && *stored)
+    }
+
+    /// [`Self::history`], each with whether it is still stored (by its valid-to as stored).
+    fn history_stored(&self, key: &[u8]) -> Vec<(HistoryRow, bool)> {
         let Some(versions) = self.keys.get(key) else {
             return Vec::new();
         };
         let starts: Vec<i64> = versions.keys().copied().collect();
+        let h = self.horizon();
         versions
             .iter()
             .zip(starts.iter().skip(1).map(|&t| Some(t)).chain([None]))
-            .map(|((&timestamp, value), valid_to)| (value.clone(), timestamp, valid_to))
+            .filter_map(|((&timestamp, value), next)| {
+                if value.is_none() {
+                    return Some(((None, timestamp, next), self.is_stored(next)));
+                }
+                let end = self.end(timestamp, next);
+                let cut_and_gone = end != next && end.is_some_and(|end| end <= h);
+                (!cut_and_gone).then(|| ((value.clone(), timestamp, end), self.is_stored(next)))
+            })
             .collect()
     }
 
@@ -282,7 +335,10 @@ impl Model {
             let valid_to = newer;
             newer = Some(timestamp);
             let Some(value) = value else { continue };
-            let present = self.is_stored(valid_to);
+            let stored = valid_to;
+            let valid_to = self.end(timestamp, stored);
+            let cut_and_gone = valid_to != stored && valid_to.is_some_and(|end| end <= h);
+            let present = self.is_stored(stored) && !cut_and_gone;
             let overlaps = timestamp <= to && valid_to.is_none_or(|vt| vt > from);
             if present && overlaps {
                 out.push(VersionedRecord {

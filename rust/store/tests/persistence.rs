@@ -164,8 +164,8 @@ fn reopen_with_another_retention_or_interval_is_incompatible() {
             err,
             Error::IncompatibleConfig {
                 setting: "history_retention_ms",
-                stored: 300_000,
-                requested: 200_000,
+                stored: Some(300_000),
+                requested: Some(200_000),
                 ..
             }
         ),
@@ -178,8 +178,8 @@ fn reopen_with_another_retention_or_interval_is_incompatible() {
             err,
             Error::IncompatibleConfig {
                 setting: "segment_interval_ms",
-                stored: 100_000,
-                requested: 50_000,
+                stored: Some(100_000),
+                requested: Some(50_000),
                 ..
             }
         ),
@@ -193,7 +193,7 @@ fn reopen_with_another_retention_or_interval_is_incompatible() {
             err,
             Error::IncompatibleConfig {
                 setting: "segment_interval_ms",
-                requested: 60_000,
+                requested: Some(60_000),
                 ..
             }
         ),
@@ -339,20 +339,77 @@ fn a_format_2_store_is_upgraded_and_unknown_formats_are_refused() {
         raw_metadata(dir.path(), crate::format::meta::FORMAT_VERSION_KEY),
         Some(3u32.to_be_bytes().to_vec())
     );
-    for unknown in [1, 4] {
+    for unknown in [1, 5] {
         set_raw_format_version(dir.path(), unknown);
         let err = VersionedStore::open(dir.path(), kafka_config()).expect_err("refused");
         assert!(
-            matches!(err, Error::IncompatibleFormat { found, oldest: 2, supported: 3, .. } if found == unknown),
+            matches!(err, Error::IncompatibleFormat { found, oldest: 2, supported: 4, .. } if found == unknown),
             "{err:?}"
         );
         assert!(
             err.to_string().ends_with(&format!(
-                "has format version {unknown}, this build reads versions 2 to 3"
+                "has format version {unknown}, this build reads versions 2 to 4"
             )),
             "{err}"
         );
     }
+    // format 4 is a store with a latest TTL: without its entry the metadata is damaged
+    set_raw_format_version(dir.path(), 4);
+    let err = VersionedStore::open(dir.path(), kafka_config()).expect_err("no ttl entry");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+}
+
+fn with_ttl(ttl: Option<i64>) -> StoreConfig {
+    kafka_config().with_latest_ttl(ttl).expect("valid ttl")
+}
+
+fn refused_ttl(dir: &std::path::Path, stored: Option<i64>, requested: Option<i64>) {
+    let err = VersionedStore::open(dir, with_ttl(requested)).expect_err("refused");
+    assert!(
+        matches!(
+            &err,
+            Error::IncompatibleConfig { setting: "latest_ttl_ms", stored: s, requested: r, .. }
+                if *s == stored && *r == requested
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("never raised or removed"), "{err}");
+}
+
+/// §2.15: a store with a latest TTL is format 4 and records it; reopening may add a TTL or
+/// lower it, never raise or remove it. A store without one stays format 3.
+#[test]
+fn a_latest_ttl_is_recorded_and_may_only_be_added_or_lowered() {
+    let format = |dir: &std::path::Path| raw_metadata(dir, crate::format::meta::FORMAT_VERSION_KEY);
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let mut store = VersionedStore::open(dir.path(), with_ttl(None)).expect("open");
+        store.put(b"k", Some(b"v"), 10).expect("put");
+    }
+    assert_eq!(format(dir.path()), Some(3u32.to_be_bytes().to_vec()));
+    {
+        let store = VersionedStore::open(dir.path(), with_ttl(Some(50_000))).expect("add");
+        assert_eq!(
+            store.config().latest_ttl().map(|t| t.ttl_ms()),
+            Some(50_000)
+        );
+    }
+    assert_eq!(format(dir.path()), Some(4u32.to_be_bytes().to_vec()));
+    refused_ttl(dir.path(), Some(50_000), None);
+    refused_ttl(dir.path(), Some(50_000), Some(50_001));
+    {
+        let mut store = VersionedStore::open(dir.path(), with_ttl(Some(20_000))).expect("lower");
+        store.put(b"o", Some(b"x"), 40_000).expect("put");
+        // k@10 ended at 20 010 under the lowered TTL
+        assert_eq!(store.get(b"k").expect("get"), None);
+        assert_eq!(
+            store.get_as_of(b"k", 20_009).expect("get"),
+            Some(record("v", 10, 20_010))
+        );
+    }
+    refused_ttl(dir.path(), Some(20_000), Some(50_000));
+    let store = VersionedStore::open(dir.path(), with_ttl(Some(20_000))).expect("same");
+    assert_eq!(store.get(b"o").expect("get"), Some(record("x", 40_000, U)));
 }
 
 /// With the write-ahead log, the stream time and key count are recorded by the first write

@@ -85,8 +85,13 @@ pub(super) fn arb_config() -> impl Strategy<Value = StoreConfig> {
     (
         proptest::sample::select(vec![0i64, 5, 20]),
         proptest::sample::select(vec![1i64, 3, 10]),
+        proptest::sample::select(vec![None, None, Some(1i64), Some(3), Some(10), Some(40)]),
     )
-        .prop_map(|(retention, interval)| config(retention, interval))
+        .prop_map(|(retention, interval, ttl)| {
+            config(retention, interval)
+                .with_latest_ttl(ttl)
+                .expect("valid ttl")
+        })
 }
 
 pub(super) fn cases(cases: u32) -> ProptestConfig {
@@ -420,11 +425,12 @@ proptest! {
     #[test]
     fn replaying_writes_in_another_order_gives_the_same_reads(
         interval in proptest::sample::select(vec![1i64, 3, 10]),
+        ttl in proptest::sample::select(vec![None, Some(3i64), Some(20)]),
         (writes, shuffled) in proptest::collection::btree_map((arb_key(), 0i64..60), arb_value(), 1..40)
             .prop_map(|m| m.into_iter().collect::<Vec<_>>())
             .prop_flat_map(|w| (Just(w.clone()), Just(w).prop_shuffle())),
     ) {
-        let config = config(1_000, interval);
+        let config = config(1_000, interval).with_latest_ttl(ttl).expect("valid ttl");
         let mut in_order = VersionedStore::in_memory(config);
         let mut reordered = VersionedStore::in_memory(config);
         let mut model = Model::new(config);

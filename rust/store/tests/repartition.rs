@@ -105,9 +105,7 @@ fn check_rows_against_model(
             got,
             history
         );
-        let oldest_stored_value = history
-            .iter()
-            .position(|(value, _, valid_to)| value.is_some() && model.is_stored(*valid_to));
+        let oldest_stored_value = model.oldest_stored_value(key);
         if let (Some(at), Some(stored)) = (suffix, oldest_stored_value) {
             prop_assert!(
                 at <= stored,
