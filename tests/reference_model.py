@@ -229,9 +229,13 @@ class ReferenceModel:
         # Placed at the old ST, then ST advances: only keys whose bucket retires on the way
         # count as expired, not one this write replaced (§2.13).
         self._advance(timestamp)
-        # §2.15: the stored version's end; -1 only when it is the newest and live. A newest
-        # write already expired on arrival (t + L <= ST, possible when L <= R) gives t + L.
-        end = self._end(key, timestamp)
+        # §2.15: a value's end; -1 only when it is the newest and live. A newest value already
+        # expired on arrival (t + L <= ST, possible when L <= R) gives t + L. A tombstone has no
+        # TTL end: it reports its valid-to as a scan with tombstones shows it (§2.12).
+        if value is None:
+            end = self._next_newer(key, timestamp)
+        else:
+            end = self._end(key, timestamp)
         return VALID_TO_UNDEFINED if end is None else end
 
     def advance_stream_time(self, timestamp: int) -> int:

@@ -190,6 +190,11 @@ def test_e16_ttl_below_retention_and_writes_expired_on_arrival(kind: str, tmp_pa
     assert get(store, b"j", 115) is None
     assert store.put(b"late", b"v", 115) == 125
     assert store.put(b"late", b"v", 114) == NOT_PUT
+    # a tombstone has no TTL end: its put reports Kafka's valid-to, -1 as the newest version
+    assert store.put(b"t", None, 120) == VALID_TO_UNDEFINED
+    assert store.put(b"t", b"v", 130) == 140
+    assert store.put(b"t", None, 125) == 130
+    assert store.put(b"t", b"old", 118) == 120
     store.close()
 
 
