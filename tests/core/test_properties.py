@@ -13,6 +13,7 @@ or above the retention, and times cluster around ``t + L`` and the end of a key'
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import shutil
@@ -177,8 +178,10 @@ def scan_rows(scan: Any) -> list[tuple[bytes, bytes, int, int | None]]:
 
 
 class StoreMachine(RuleBasedStateMachine):
-    """Persistent stores (write-ahead log on and off), in-memory store and model, fed the same
-    operations."""
+    """Persistent stores (write-ahead log on and off) and an in-memory store, each checked
+    against a model fed the same operations. The models are one until a reopen lowers or adds
+    the TTL of a persistent store (§2.15): its model then continues as a copy with that TTL,
+    since reads are a function of the versions, ST and L."""
 
     base_dir: Path
     counter = itertools.count()
@@ -189,22 +192,18 @@ class StoreMachine(RuleBasedStateMachine):
         ttl=st.sampled_from(TTLS),
     )
     def open_stores(self, retention: int, interval: int | None, ttl: int | None) -> None:
-        self.config = {
-            "history_retention_ms": retention,
-            "segment_interval_ms": interval,
-            "latest_ttl_ms": ttl,
-        }
+        self.config = {"history_retention_ms": retention, "segment_interval_ms": interval}
         n = next(self.counter)
         self.paths = {"disk": self.base_dir / f"store{n}", "nowal": self.base_dir / f"nowal{n}"}
+        self.model = ReferenceModel(**self.config, latest_ttl_ms=ttl)
+        self.models = {"disk": self.model, "nowal": self.model, "memory": self.model}
         self.stores: dict[str, verstore.VersionedStore] = {
             "disk": self._open("disk"),
             "nowal": self._open("nowal"),
-            "memory": verstore.VersionedStore.in_memory(**self.config),
+            "memory": verstore.VersionedStore.in_memory(**self.config, latest_ttl_ms=ttl),
         }
-        self.model = ReferenceModel(**self.config)
         self.retention = retention
         self.interval = self.model.segment_interval_ms
-        self.ttl = ttl
         self.fresh = itertools.count()
         # stats().ttl_expired_keys counts from when a store object opened
         self.expired_base = dict.fromkeys(self.stores, 0)
@@ -214,10 +213,15 @@ class StoreMachine(RuleBasedStateMachine):
             assert store.latest_ttl_ms == ttl
 
     def _open(self, name: str) -> verstore.VersionedStore:
+        ttl = self.models[name].latest_ttl_ms
         if name == "disk":
-            return verstore.VersionedStore(self.paths[name], **self.config)
+            return verstore.VersionedStore(self.paths[name], **self.config, latest_ttl_ms=ttl)
         return verstore.VersionedStore(
-            self.paths[name], write_ahead_log=False, memory_limit_mb=1, **self.config
+            self.paths[name],
+            write_ahead_log=False,
+            memory_limit_mb=1,
+            latest_ttl_ms=ttl,
+            **self.config,
         )
 
     def teardown(self) -> None:
@@ -235,12 +239,20 @@ class StoreMachine(RuleBasedStateMachine):
         return read_times(self.stream_time, self.retention, self.interval, extra)
 
     def _same(
-        self, what: str, expected: Any, call: Callable[[verstore.VersionedStore], Any]
+        self,
+        what: str,
+        expect: Callable[[ReferenceModel], Any],
+        call: Callable[[verstore.VersionedStore], Any],
     ) -> None:
+        """Every store's ``call`` equals ``expect`` of its model (called once per model)."""
+        by_model: dict[int, Any] = {}
+        for model in self.models.values():
+            if id(model) not in by_model:
+                by_model[id(model)] = expect(model)
         got = {name: call(store) for name, store in self.stores.items()}
-        note(f"{what} -> model {expected}, stores {got}")
+        note(f"{what} -> models {list(by_model.values())}, stores {got}")
         for name, result in got.items():
-            assert result == expected, name
+            assert result == by_model[id(self.models[name])], name
 
     # ------------------------------------------------------------------ writes
     # Several write rules so that about half of the steps write.
@@ -253,8 +265,9 @@ class StoreMachine(RuleBasedStateMachine):
         return data.draw(strategy, label="timestamp")
 
     def _put(self, key: bytes, value: bytes | None, ts: int) -> None:
-        expected = self.model.put(key, value, ts)
-        self._same(f"put {key!r}@{ts}", expected, lambda s: s.put(key, value, ts))
+        self._same(
+            f"put {key!r}@{ts}", lambda m: m.put(key, value, ts), lambda s: s.put(key, value, ts)
+        )
 
     @rule(key=keys_st, value=values_st, data=st.data())
     def put(self, key: bytes, value: bytes | None, data: st.DataObject) -> None:
@@ -271,8 +284,11 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(key=keys_st, data=st.data())
     def delete(self, key: bytes, data: st.DataObject) -> None:
         ts = self._write_time(key, data)
-        expected = as_tuple(self.model.delete(key, ts))
-        self._same(f"delete {key!r}@{ts}", expected, lambda s: as_tuple(s.delete(key, ts)))
+        self._same(
+            f"delete {key!r}@{ts}",
+            lambda m: as_tuple(m.delete(key, ts)),
+            lambda s: as_tuple(s.delete(key, ts)),
+        )
 
     @rule(count=st.integers(1, 4), late=st.integers(0, 3), past=st.sampled_from([-1, 0, 1]))
     def churn(self, count: int, late: int, past: int) -> None:
@@ -281,11 +297,14 @@ class StoreMachine(RuleBasedStateMachine):
         ts = max(self.stream_time - late, 0)
         for _ in range(count):
             self._put(b"churn%d" % next(self.fresh), b"c", ts)
-        ttl = self.ttl if self.ttl is not None else 0
-        width = self.model.bucket_ms() if self.ttl is not None else self.interval
-        target = (ts // width + 1) * width + ttl + self.retention + past
-        expected = self.model.advance_stream_time(target)
-        self._same(f"advance to {target}", expected, lambda s: s.advance_stream_time(target))
+        ttl = self.model.latest_ttl_ms
+        width = self.interval if ttl is None else self.model.bucket_ms()
+        target = (ts // width + 1) * width + (ttl or 0) + self.retention + past
+        self._same(
+            f"advance to {target}",
+            lambda m: m.advance_stream_time(target),
+            lambda s: s.advance_stream_time(target),
+        )
 
     @rule()
     def reclaim(self) -> None:
@@ -298,13 +317,21 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(key=keys_st, latest=st.booleans(), data=st.data())
     def get(self, key: bytes, latest: bool, data: st.DataObject) -> None:
         if latest:
-            expected = as_tuple(self.model.get(key))
-            self._same(f"get {key!r}", expected, lambda s: as_tuple(s.get(key)))
-            self._same(f"get {key!r}, None", expected, lambda s: as_tuple(s.get(key, None)))
+            self._same(
+                f"get {key!r}", lambda m: as_tuple(m.get(key)), lambda s: as_tuple(s.get(key))
+            )
+            self._same(
+                f"get {key!r}, None",
+                lambda m: as_tuple(m.get(key)),
+                lambda s: as_tuple(s.get(key, None)),
+            )
             return
         as_of = data.draw(self._rtime(key), label="as_of")
-        expected = as_tuple(self.model.get(key, as_of))
-        self._same(f"get {key!r} as of {as_of}", expected, lambda s: as_tuple(s.get(key, as_of)))
+        self._same(
+            f"get {key!r} as of {as_of}",
+            lambda m: as_tuple(m.get(key, as_of)),
+            lambda s: as_tuple(s.get(key, as_of)),
+        )
 
     @rule(key=keys_st, ascending=st.booleans(), data=st.data())
     def versions(self, key: bytes, ascending: bool, data: st.DataObject) -> None:
@@ -318,10 +345,9 @@ class StoreMachine(RuleBasedStateMachine):
                 with pytest.raises(ValueError, match="time"):
                     store.versions(key, lo, hi, ascending)
             lo, hi = hi, lo
-        expected = records(self.model.versions(key, lo, hi, ascending))
         self._same(
             f"versions {key!r} [{lo}, {hi}]",
-            expected,
+            lambda m: records(m.versions(key, lo, hi, ascending)),
             lambda s: records(s.versions(key, from_time=lo, to_time=hi, ascending=ascending)),
         )
 
@@ -331,19 +357,25 @@ class StoreMachine(RuleBasedStateMachine):
         expired keys are left out of scan() (§2.12, §2.15)."""
         as_of = data.draw(st.none() | self._rtime(b"a"), label="as_of")
         keys = sorted(set(self.model.keys()) | set(KEYS))
-        expected = []
-        for key in keys:
-            record = as_tuple(self.model.get(key, as_of))
-            if record is not None:
-                expected.append((key, *record))
-        self._same(f"scan as of {as_of}", expected, lambda s: scan_rows(s.scan(as_of=as_of)))
-        rows = [as_tuple(self.model.get(key, as_of)) for key in keys]
-        expected_batch = {
-            "value": [r and r[0] for r in rows],
-            "timestamp": [r and r[1] for r in rows],
-            "valid_to": [r and r[2] for r in rows],
-        }
-        self._same("get_batch", expected_batch, lambda s: s.get_batch(keys, as_of).to_pydict())
+
+        def scanned(model: ReferenceModel) -> list[tuple[bytes, bytes, int, int | None]]:
+            out = []
+            for key in keys:
+                record = model.get(key, as_of)
+                if record is not None:
+                    out.append((key, *record))
+            return out
+
+        def batch(model: ReferenceModel) -> dict[str, list[Any]]:
+            rows = [model.get(key, as_of) for key in keys]
+            return {
+                "value": [r and r.value for r in rows],
+                "timestamp": [r and r.timestamp for r in rows],
+                "valid_to": [r and r.valid_to for r in rows],
+            }
+
+        self._same(f"scan as of {as_of}", scanned, lambda s: scan_rows(s.scan(as_of=as_of)))
+        self._same("get_batch", batch, lambda s: s.get_batch(keys, as_of).to_pydict())
 
     @rule()
     def whole_state(self) -> None:
@@ -351,9 +383,9 @@ class StoreMachine(RuleBasedStateMachine):
         horizon = self.stream_time - self.retention
         times = range(max(0, horizon - 2), max(self.stream_time, 0) + 2)
         for key in KEYS:
-            expected = records(self.model.versions(key))
-            expected_at = [as_tuple(self.model.get(key, as_of)) for as_of in times]
             for name, store in self.stores.items():
+                model = self.models[name]
+                expected = records(model.versions(key))
                 history = store.versions(key)
                 assert records(history) == expected, name
                 for record in history:
@@ -362,13 +394,20 @@ class StoreMachine(RuleBasedStateMachine):
                     assert twin == record
                     assert hash(twin) == hash(record)
                 assert records(store.versions(key, ascending=True)) == expected[::-1], name
+                expected_at = [as_tuple(model.get(key, as_of)) for as_of in times]
                 assert [as_tuple(store.get(key, as_of)) for as_of in times] == expected_at, name
 
     # ------------------------------------------------------------------ lifecycle
 
     # Opening RocksDB costs tens of ms (file syncs), so the extra open is the rarer case.
-    @rule(name=st.sampled_from(["disk", "nowal"]), with_block=st.sampled_from([False] * 3 + [True]))
-    def reopen(self, name: str, with_block: bool) -> None:
+    @rule(
+        name=st.sampled_from(["disk", "nowal"]),
+        with_block=st.sampled_from([False] * 3 + [True]),
+        new_ttl=st.sampled_from([False] * 3 + [True]),
+        data=st.data(),
+    )
+    def reopen(self, name: str, with_block: bool, new_ttl: bool, data: st.DataObject) -> None:
+        """Reopen, now and then adding or lowering the TTL, as reopening allows (§2.15)."""
         store = self.stores[name]
         store.flush()
         store.close()
@@ -376,18 +415,25 @@ class StoreMachine(RuleBasedStateMachine):
         if with_block:
             with self._open(name) as again:
                 assert again.observed_stream_time == self.stream_time
+        if new_ttl:
+            old = self.models[name].latest_ttl_ms
+            ttl = data.draw(st.integers(1, old if old is not None else 40), label="new ttl")
+            self.models[name] = copy.deepcopy(self.models[name])
+            self.models[name].latest_ttl_ms = ttl
         self.stores[name] = self._open(name)
-        self.expired_base[name] = self.model.ttl_expired_keys
+        assert self.stores[name].latest_ttl_ms == self.models[name].latest_ttl_ms
+        self.expired_base[name] = self.models[name].ttl_expired_keys
 
     @invariant()
     def same_stream_time_and_counts(self) -> None:
         if not hasattr(self, "stores"):
             return
         for name, store in self.stores.items():
+            model = self.models[name]
             assert store.observed_stream_time == self.stream_time, name
             stats = store.stats()
-            assert stats.latest_keys == self.model.counted_keys(), name
-            expired = self.model.ttl_expired_keys - self.expired_base[name]
+            assert stats.latest_keys == model.counted_keys(), name
+            expired = model.ttl_expired_keys - self.expired_base[name]
             assert stats.ttl_expired_keys == expired, name
 
 
