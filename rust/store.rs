@@ -90,11 +90,14 @@ impl std::fmt::Display for VersionedStore {
         }
         write!(
             f,
-            "history_retention_ms={}, segment_interval_ms={}, observed_stream_time={})",
+            "history_retention_ms={}, segment_interval_ms={}, ",
             self.state.config.history_retention_ms(),
             self.state.config.segment_interval_ms(),
-            self.state.stream_time
-        )
+        )?;
+        if let Some(ttl) = self.state.config.latest_ttl() {
+            write!(f, "latest_ttl_ms={}, ", ttl.ttl_ms())?;
+        }
+        write!(f, "observed_stream_time={})", self.state.stream_time)
     }
 }
 

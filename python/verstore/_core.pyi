@@ -94,6 +94,7 @@ class VersionedStore:
         write_ahead_log: bool = True,
         record_changes: bool = False,
         memory_limit_mb: int | None = None,
+        latest_ttl_ms: int | None = None,
     ) -> Self:
         """Opens or creates a persistent store.
 
@@ -122,29 +123,45 @@ class VersionedStore:
                 (without a WAL), three eighths for its cache of latest values and an eighth for
                 its cache of long history rows, which single as-of reads answer from. ``None``:
                 no cap of its own; the budget decides.
+            latest_ttl_ms: A time-to-live for keys that stopped changing, in event time
+                (docs/semantics.md §2.15): a key whose newest version is a value at ``t``
+                reads as ended at ``t + latest_ttl_ms`` once ``observed_stream_time`` has
+                reached that, and its entry is dropped from storage in bulk later. >= 1;
+                ``None``: keys never expire (Kafka's rule). A store records it: reopening may
+                add or lower it, never raise or remove it.
 
         Raises:
-            ValueError: A negative retention or an interval below 1.
+            ValueError: A negative retention, an interval below 1 or a ``latest_ttl_ms``
+                below 1.
+            TypeError: ``latest_ttl_ms`` is neither an int nor None.
             StoreLockedError: The directory is open in another store object or process.
-            IncompatibleConfigError: The store was created with another retention or interval.
+            IncompatibleConfigError: The store was created with another retention or
+                interval, or with a higher ``latest_ttl_ms``, or with one when none is given.
             IncompatibleFormatError: The directory holds a format version this build does
-                not read (it reads versions 2 and 3, and upgrades 2 to 3 on open).
+                not read (it reads versions 2 to 4, and upgrades 2 to 3 on open; 4 is a
+                store with a latest TTL).
             CorruptionError: RocksDB found the store's files damaged (a size or checksum
                 mismatch, a missing file); the message names the file.
             StorageError: RocksDB or the filesystem failed.
         """
     @staticmethod
     def in_memory(
-        *, history_retention_ms: int, segment_interval_ms: int | None = None
+        *,
+        history_retention_ms: int,
+        segment_interval_ms: int | None = None,
+        latest_ttl_ms: int | None = None,
     ) -> VersionedStore:
         """An in-memory store with the same semantics; its data dies with it.
 
         Args:
             history_retention_ms: As for the persistent store.
             segment_interval_ms: As for the persistent store.
+            latest_ttl_ms: As for the persistent store.
 
         Raises:
-            ValueError: A negative retention or an interval below 1.
+            ValueError: A negative retention, an interval below 1 or a ``latest_ttl_ms``
+                below 1.
+            TypeError: ``latest_ttl_ms`` is neither an int nor None.
         """
     def put(self, key: bytes, value: bytes | None, timestamp: int) -> int:
         """Stores a version (``value=None`` writes a tombstone).
@@ -405,6 +422,8 @@ class VersionedStore:
     """The history retention (= grace period)."""
     segment_interval_ms: Final[int]
     """The segment interval in effect."""
+    latest_ttl_ms: Final[int | None]
+    """The time-to-live of keys' newest versions (docs/semantics.md §2.15); ``None``: none."""
     path: Final[str | None]
     """The store directory, ``None`` in memory."""
     @property
@@ -634,17 +653,26 @@ class GroupHistory:
     """
 
     def __new__(
-        cls, *, history_retention_ms: int, segment_interval_ms: int | None = None
+        cls,
+        *,
+        history_retention_ms: int,
+        segment_interval_ms: int | None = None,
+        latest_ttl_ms: int | None = None,
     ) -> Self: ...
     @staticmethod
     def from_bytes(
-        data: bytes, *, history_retention_ms: int, segment_interval_ms: int | None = None
+        data: bytes,
+        *,
+        history_retention_ms: int,
+        segment_interval_ms: int | None = None,
+        latest_ttl_ms: int | None = None,
     ) -> GroupHistory:
         """Restores a history from :meth:`to_bytes`.
 
         Raises:
             CorruptionError: Damaged bytes.
-            IncompatibleConfigError: Written with another retention or interval.
+            IncompatibleConfigError: Written with another retention or interval, or with a
+                higher latest TTL, or with one when none is given.
         """
     def to_bytes(self) -> bytes:
         """The whole history as bytes."""
@@ -664,6 +692,8 @@ class GroupHistory:
     def history_retention_ms(self) -> int: ...
     @property
     def segment_interval_ms(self) -> int: ...
+    @property
+    def latest_ttl_ms(self) -> int | None: ...
 
 TUPLE_ENCODING: Final[str]
 """Name and version of the bytes :func:`encode_rows` writes (``"verstore-tuple-1"``); a store

@@ -9,8 +9,15 @@ use super::errors::{to_py, type_error};
 use crate::{RocksOptions, StoreConfig};
 
 /// A store's `history_retention_ms` and `segment_interval_ms`, checked by the core.
-pub(crate) fn store_config(retention_ms: i64, segment_ms: Option<i64>) -> PyResult<StoreConfig> {
-    StoreConfig::new(retention_ms, segment_ms).map_err(to_py)
+pub(crate) fn store_config(
+    retention_ms: i64,
+    segment_ms: Option<i64>,
+    latest_ttl_ms: Option<&Bound<'_, PyAny>>,
+) -> PyResult<StoreConfig> {
+    let latest_ttl_ms = optional_time(latest_ttl_ms, "latest_ttl_ms")?;
+    StoreConfig::new(retention_ms, segment_ms)
+        .and_then(|config| config.with_latest_ttl(latest_ttl_ms))
+        .map_err(to_py)
 }
 
 /// The RocksDB options of `VersionedStore(..., write_ahead_log, memory_limit_mb)`: a limit

@@ -25,21 +25,27 @@ fn key(py: Python<'_>) -> Bound<'_, PyAny> {
 #[pymethods]
 impl PyGroupHistory {
     #[new]
-    #[pyo3(signature = (*, history_retention_ms, segment_interval_ms = None))]
-    fn new(history_retention_ms: i64, segment_interval_ms: Option<i64>) -> PyResult<Self> {
-        let store = PyVersionedStore::in_memory(history_retention_ms, segment_interval_ms)?;
+    #[pyo3(signature = (*, history_retention_ms, segment_interval_ms = None, latest_ttl_ms = None))]
+    fn new(
+        history_retention_ms: i64,
+        segment_interval_ms: Option<i64>,
+        latest_ttl_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let store =
+            PyVersionedStore::in_memory(history_retention_ms, segment_interval_ms, latest_ttl_ms)?;
         Ok(Self { store })
     }
 
     #[staticmethod]
-    #[pyo3(signature = (data, *, history_retention_ms, segment_interval_ms = None))]
+    #[pyo3(signature = (data, *, history_retention_ms, segment_interval_ms = None, latest_ttl_ms = None))]
     fn from_bytes(
         py: Python<'_>,
         data: PyBackedBytes,
         history_retention_ms: i64,
         segment_interval_ms: Option<i64>,
+        latest_ttl_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let config = store_config(history_retention_ms, segment_interval_ms)?;
+        let config = store_config(history_retention_ms, segment_interval_ms, latest_ttl_ms)?;
         let store = py
             .detach(|| VersionedStore::from_bytes(&data, config))
             .map_err(to_py)?;
@@ -104,6 +110,11 @@ impl PyGroupHistory {
     #[getter]
     fn segment_interval_ms(&self, py: Python<'_>) -> PyResult<i64> {
         self.store.segment_interval_ms(py)
+    }
+
+    #[getter]
+    fn latest_ttl_ms(&self, py: Python<'_>) -> PyResult<Option<i64>> {
+        self.store.latest_ttl_ms(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

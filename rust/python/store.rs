@@ -30,7 +30,8 @@ impl From<VersionedStore> for PyVersionedStore {
 #[pymethods]
 impl PyVersionedStore {
     #[new]
-    #[pyo3(signature = (path, *, history_retention_ms, segment_interval_ms = None, write_ahead_log = true, record_changes = false, memory_limit_mb = None))]
+    #[pyo3(signature = (path, *, history_retention_ms, segment_interval_ms = None, write_ahead_log = true, record_changes = false, memory_limit_mb = None, latest_ttl_ms = None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -39,8 +40,9 @@ impl PyVersionedStore {
         write_ahead_log: bool,
         record_changes: bool,
         memory_limit_mb: Option<usize>,
+        latest_ttl_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let config = store_config(history_retention_ms, segment_interval_ms)?;
+        let config = store_config(history_retention_ms, segment_interval_ms, latest_ttl_ms)?;
         let options = rocks_options(write_ahead_log, memory_limit_mb);
         py.detach(|| {
             let mut store = VersionedStore::open_with(&path, config, options)?;
@@ -51,12 +53,13 @@ impl PyVersionedStore {
     }
 
     #[staticmethod]
-    #[pyo3(signature = (*, history_retention_ms, segment_interval_ms = None))]
+    #[pyo3(signature = (*, history_retention_ms, segment_interval_ms = None, latest_ttl_ms = None))]
     pub(crate) fn in_memory(
         history_retention_ms: i64,
         segment_interval_ms: Option<i64>,
+        latest_ttl_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let config = store_config(history_retention_ms, segment_interval_ms)?;
+        let config = store_config(history_retention_ms, segment_interval_ms, latest_ttl_ms)?;
         Ok(VersionedStore::in_memory(config).into())
     }
 
@@ -195,6 +198,12 @@ impl PyVersionedStore {
     pub(crate) fn segment_interval_ms(&self, py: Python<'_>) -> PyResult<i64> {
         self.inner
             .with(py, |s| Ok(s.config().segment_interval_ms()))
+    }
+
+    #[getter]
+    pub(crate) fn latest_ttl_ms(&self, py: Python<'_>) -> PyResult<Option<i64>> {
+        self.inner
+            .with(py, |s| Ok(s.config().latest_ttl().map(|ttl| ttl.ttl_ms())))
     }
 
     #[getter]
