@@ -295,8 +295,12 @@ class StoreMachine(RuleBasedStateMachine):
         """Fresh keys written once, then stream time advanced to where their bucket retires
         and, past the retention, becomes reclaimable (§2.13, §2.15): the churn TTL is for."""
         ts = max(self.stream_time - late, 0)
-        for _ in range(count):
-            self._put(b"churn%d" % next(self.fresh), b"c", ts)
+        keys = [b"churn%d" % next(self.fresh) for _ in range(count)]
+        self._same(
+            f"put_batch {keys}@{ts}",
+            lambda m: [m.put(key, b"c", ts) for key in keys],
+            lambda s: s.put_batch(keys, [b"c"] * count, [ts] * count).to_pylist(),
+        )
         ttl = self.model.latest_ttl_ms
         width = self.interval if ttl is None else self.model.bucket_ms()
         target = (ts // width + 1) * width + (ttl or 0) + self.retention + past
