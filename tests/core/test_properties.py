@@ -380,6 +380,20 @@ class StoreMachine(RuleBasedStateMachine):
 
         self._same(f"scan as of {as_of}", scanned, lambda s: scan_rows(s.scan(as_of=as_of)))
         self._same("get_batch", batch, lambda s: s.get_batch(keys, as_of).to_pydict())
+        bounds = range_bounds(self.stream_time, self.retention, self.interval)
+        lo = data.draw(bounds, label="from_time")
+        hi = data.draw(bounds, label="to_time")
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+
+        def scanned_versions(model: ReferenceModel) -> list[tuple[bytes, bytes, int, int | None]]:
+            return [(key, *r) for key in keys for r in model.versions(key, lo, hi)]
+
+        self._same(
+            f"scan_versions [{lo}, {hi}]",
+            scanned_versions,
+            lambda s: scan_rows(s.scan_versions(from_time=lo, to_time=hi)),
+        )
 
     @rule()
     def whole_state(self) -> None:
