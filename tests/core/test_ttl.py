@@ -404,3 +404,32 @@ def test_group_history_applies_the_ttl_and_keeps_it_in_its_bytes() -> None:
         assert as_tuple(lower.get(t)) == get(model, b"", t), t
     assert [as_tuple(r) for r in lower.versions()] == versions(model, b"")
     assert lower.put(b"late", 1020) == model.put(b"", b"late", 1020)
+
+
+# ------------------------------------------------------------------------------------ scans
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_scan_with_tombstones_adds_no_row_for_a_ttl_end(kind: str, tmp_path: Path) -> None:
+    """Values carry their TTL end; tombstones keep Kafka's valid-to, and a TTL end is not a
+    tombstone (§2.15): between a value's end and the next version there is no row."""
+    store = open_kind(kind, tmp_path, 100, 10, 10)
+    store.put(b"k", b"a", 100)
+    store.delete(b"k", 130)  # a: stored valid to 130, cut at 110
+    store.put(b"k", b"b", 140)
+    store.put(b"x", b"x", 200)  # H = 100; b and x have expired
+    with store.scan_versions(tombstones=True) as scan:
+        rows = [r for batch in scan for r in batch.to_pylist()]
+    assert [(r["key"], r["value"], r["timestamp"], r["valid_to"]) for r in rows] == [
+        (b"k", b"b", 140, 150),
+        (b"k", None, 130, 140),
+        (b"k", b"a", 100, 110),
+        (b"x", b"x", 200, None),
+    ]
+    with store.scan() as scan:
+        assert [r["key"] for batch in scan for r in batch.to_pylist()] == [b"x"]
+    with store.scan(as_of=145) as scan:
+        assert [r for batch in scan for r in batch.to_pylist()] == [
+            {"key": b"k", "value": b"b", "timestamp": 140, "valid_to": 150}
+        ]
+    store.close()
