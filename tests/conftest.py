@@ -12,6 +12,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import verstore
@@ -37,8 +38,9 @@ def make_store(tmp_path: Path) -> Iterator[MakeStore]:
     """Factory opening stores; every store it opened is closed at teardown.
 
     ``make_store(path=None, *, history_retention_ms=300_000, segment_interval_ms=100_000,
-    kind="persistent")``. A persistent store without ``path`` gets a fresh directory under
-    ``tmp_path``; pass the same ``path`` again to reopen it. ``kind="in_memory"`` ignores ``path``.
+    kind="persistent", **options)``. A persistent store without ``path`` gets a fresh directory
+    under ``tmp_path``; pass the same ``path`` again to reopen it. ``kind="in_memory"`` ignores
+    ``path``. ``options`` (``latest_ttl_ms``, ...) go to the constructor as given.
     """
     opened: list[verstore.VersionedStore] = []
     counter = itertools.count()
@@ -49,11 +51,13 @@ def make_store(tmp_path: Path) -> Iterator[MakeStore]:
         history_retention_ms: int = DEFAULT_HISTORY_RETENTION_MS,
         segment_interval_ms: int | None = DEFAULT_SEGMENT_INTERVAL_MS,
         kind: str = "persistent",
+        **options: Any,
     ) -> verstore.VersionedStore:
         if kind == "in_memory":
             new = verstore.VersionedStore.in_memory(
                 history_retention_ms=history_retention_ms,
                 segment_interval_ms=segment_interval_ms,
+                **options,
             )
         elif kind == "persistent":
             if path is None:
@@ -62,6 +66,7 @@ def make_store(tmp_path: Path) -> Iterator[MakeStore]:
                 path,
                 history_retention_ms=history_retention_ms,
                 segment_interval_ms=segment_interval_ms,
+                **options,
             )
         else:
             raise AssertionError(f"unknown store kind {kind!r}")

@@ -473,6 +473,20 @@ BAD_CONFIGS = [
         id="i-float",
     ),
     pytest.param({}, TypeError, "history_retention_ms", id="r-missing"),
+    # latest_ttl_ms: None (the default) or an int >= 1 (docs/semantics.md §2.15)
+    *[
+        pytest.param(
+            {"history_retention_ms": R, "latest_ttl_ms": ttl}, error, "latest_ttl_ms", id=name
+        )
+        for ttl, error, name in [
+            (0, ValueError, "ttl-zero"),
+            (-1, ValueError, "ttl-neg"),
+            (-(2**63), ValueError, "ttl-min"),
+            (1.5, TypeError, "ttl-float"),
+            (True, TypeError, "ttl-bool"),
+            ("5", TypeError, "ttl-str"),
+        ]
+    ],
 ]
 
 
@@ -738,6 +752,91 @@ def test_reopen_with_default_interval_spelled_out_is_compatible(
     with pytest.raises(verstore.IncompatibleConfigError, match=r"segment[_ ]interval"):
         VersionedStore(path, history_retention_ms=R, segment_interval_ms=I)
     assert_seeded(make_store(path, history_retention_ms=R, segment_interval_ms=None))
+
+
+# --------------------------------------------------------------------------------------------
+# latest_ttl_ms on reopen: a TTL may be added or lowered, never raised or removed (§2.15)
+
+TTL = 10**9  # far beyond the seeded times: nothing expires, so assert_seeded holds
+
+
+@pytest.mark.parametrize(
+    ("created", "reopened", "refused"),
+    [
+        pytest.param(None, TTL, False, id="add"),
+        pytest.param(TTL, TTL // 2, False, id="lower"),
+        pytest.param(TTL, TTL, False, id="same"),
+        pytest.param(TTL, TTL + 1, True, id="raise"),
+        pytest.param(TTL, None, True, id="remove"),
+    ],
+)
+def test_reopen_with_another_latest_ttl(
+    make_store: MakeStore,
+    tmp_path: Path,
+    created: int | None,
+    reopened: int | None,
+    refused: bool,
+) -> None:
+    """Adding or lowering a TTL only shortens validity, which reads already allow for; raising
+    or removing it would bring back what expired, and may have been reclaimed."""
+    path = tmp_path / "ttl"
+    store = make_store(path, latest_ttl_ms=created)
+    seed(store)
+    store.close()
+    if refused:
+        with pytest.raises(verstore.IncompatibleConfigError, match=r"latest[_ ]ttl"):
+            VersionedStore(
+                path, history_retention_ms=R, segment_interval_ms=I, latest_ttl_ms=reopened
+            )
+        again = make_store(path, latest_ttl_ms=created)  # the refused open changed nothing
+        assert again.latest_ttl_ms == created
+        assert_seeded(again)
+        return
+    again = make_store(path, latest_ttl_ms=reopened)
+    assert again.latest_ttl_ms == reopened
+    assert_seeded(again)
+    again.close()
+    # the new TTL is the store's from now on: going back up is a raise
+    if reopened != created:
+        with pytest.raises(verstore.IncompatibleConfigError, match=r"latest[_ ]ttl"):
+            VersionedStore(
+                path, history_retention_ms=R, segment_interval_ms=I, latest_ttl_ms=created
+            )
+    assert_seeded(make_store(path, latest_ttl_ms=reopened))
+
+
+@pytest.mark.parametrize(
+    ("ttl", "error"),
+    [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), ("5", TypeError)],
+    ids=["zero", "neg", "float", "bool", "str"],
+)
+def test_group_history_refuses_a_bad_latest_ttl(ttl: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match="latest_ttl_ms"):
+        verstore.GroupHistory(history_retention_ms=R, latest_ttl_ms=ttl)
+    data = verstore.GroupHistory(history_retention_ms=R).to_bytes()
+    with pytest.raises(error, match="latest_ttl_ms"):
+        verstore.GroupHistory.from_bytes(data, history_retention_ms=R, latest_ttl_ms=ttl)
+
+
+@pytest.mark.parametrize(
+    ("created", "restored", "refused"),
+    [(None, TTL, False), (TTL, TTL // 2, False), (TTL, TTL + 1, True), (TTL, None, True)],
+    ids=["add", "lower", "raise", "remove"],
+)
+def test_group_history_from_bytes_with_another_latest_ttl(
+    created: int | None, restored: int | None, refused: bool
+) -> None:
+    """GroupHistory.from_bytes follows the reopen rule of a store."""
+    history = verstore.GroupHistory(history_retention_ms=R, latest_ttl_ms=created)
+    history.put(b"v", 10)
+    data = history.to_bytes()
+    if refused:
+        with pytest.raises(verstore.IncompatibleConfigError, match=r"latest[_ ]ttl"):
+            verstore.GroupHistory.from_bytes(data, history_retention_ms=R, latest_ttl_ms=restored)
+        return
+    again = verstore.GroupHistory.from_bytes(data, history_retention_ms=R, latest_ttl_ms=restored)
+    assert again.latest_ttl_ms == restored
+    assert again.get() == rec(b"v", 10)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,17 +1,23 @@
-"""Property tests: the persistent store, the in-memory store and ``reference_model`` agree.
+"""Property tests: the persistent stores, the in-memory store and ``reference_model`` agree.
 
-A hypothesis state machine drives all three with random puts, deletes, point reads, range reads
-and reopens; a second test replays the accepted writes of a random history in another order
-(docs/semantics.md §2.9, order independence) and checks that no read changes. Retention and
-segment interval are tiny, and timestamps cluster around the grace horizon and segment
-boundaries, so expiry (§2.6, §5) and segment moves (§3, §E8) happen in almost every example.
+A hypothesis state machine drives a persistent store with the write-ahead log, one without it
+(its write buffer in front of RocksDB), an in-memory store and the model with random puts,
+deletes, point reads, range reads, scans, reopens, rounds of fresh keys that expire, and
+reclamations of expired latest values; a second test replays the accepted writes of a random
+history in another order (docs/semantics.md §2.9, order independence) and checks that no read
+changes. Retention and segment interval are tiny, and timestamps cluster around the grace
+horizon and segment boundaries, so expiry (§2.6, §5) and segment moves (§3, §E8) happen in
+almost every example. Most examples also have a time-to-live of newest versions (§2.15) below
+or above the retention, and times cluster around ``t + L`` and the end of a key's TTL bucket.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,7 @@ from reference_model import (
 KEYS = [b"", b"a", b"a\x00", b"ab", b"\x00", b"\xff"]
 RETENTIONS = [0, 5, 20, 50]
 INTERVALS: list[int | None] = [1, 3, 10, 25, None]  # None: Kafka's default rule (2 000 here)
+TTLS: list[int | None] = [None, 1, 7, 30]  # latest_ttl_ms: below, between and above RETENTIONS
 
 # Two keys (a prefix pair) get most writes so that histories grow long.
 keys_st = st.one_of(st.sampled_from(KEYS[1:4:2]), st.sampled_from(KEYS))
@@ -73,12 +80,33 @@ def records(result: list[Any]) -> list[tuple[bytes, int, int | None] | None]:
     return [as_tuple(r) for r in result]
 
 
+def ttl_times(model: ReferenceModel, key: bytes) -> list[int]:
+    """Times where TTL decides (§2.15): each version's t + L - 1 and t + L, the newest's
+    t + L + 1 and its bucket's end + L (where it stops being counted), and ST - L, where a
+    write starts to be expired on arrival."""
+    ttl = model.latest_ttl_ms
+    if ttl is None:
+        return []
+    times = model.timestamps(key)
+    out = [t + ttl + d for t in times[-3:] for d in (-1, 0)]
+    if times:
+        width = model.bucket_ms()
+        bucket_end = (times[-1] // width + 1) * width
+        out += [times[-1] + ttl + 1, bucket_end + ttl - 1, bucket_end + ttl]
+    out += [model.observed_stream_time - ttl + d for d in (-1, 0, 1)]
+    return [t for t in out if t >= 0]
+
+
 def write_times(
-    stream_time: int, retention: int, interval: int, existing: list[int] | None = None
+    stream_time: int,
+    retention: int,
+    interval: int,
+    existing: list[int] | None = None,
+    ttl_candidates: list[int] | None = None,
 ) -> st.SearchStrategy[int]:
     """Write timestamps: around the grace horizon, around segment boundaries, out of order,
-    slightly ahead, the key's own version timestamps (replacements), and now and then a jump
-    of more than R that expires segments."""
+    slightly ahead, the key's own version timestamps (replacements), times where the TTL
+    decides, and now and then a jump of more than R that expires segments."""
     base = max(stream_time, 0)
     lo = max(0, stream_time - retention - 5)
     hi = base + min(3 * interval, retention + 3)
@@ -98,11 +126,16 @@ def write_times(
         options += [st.sampled_from(recent), st.just(recent[-1])]
         if recent[-1] > lo:
             options += [st.integers(lo, recent[-1] - 1)] * 3
+    if ttl_candidates:
+        options += [st.sampled_from(ttl_candidates)] * 2
     return st.one_of(options)
 
 
-def read_times(stream_time: int, retention: int, interval: int) -> st.SearchStrategy[int]:
-    """Read bounds (>= 0): around the horizon H (H-1 is expired, H is not), ST, boundaries."""
+def read_times(
+    stream_time: int, retention: int, interval: int, extra: list[int] | None = None
+) -> st.SearchStrategy[int]:
+    """Read bounds (>= 0): around the horizon H (H-1 is expired, H is not), ST, boundaries,
+    and ``extra`` (the key's TTL ends)."""
     horizon = stream_time - retention
     base = max(stream_time, 0)
     lo = max(0, horizon - interval - 3)
@@ -113,67 +146,128 @@ def read_times(stream_time: int, retention: int, interval: int) -> st.SearchStra
         for k in range(trunc_div(lo, interval), trunc_div(hi, interval) + 1)
         for d in (-1, 0)
     ]
-    candidates = sorted({t for t in near + boundaries if t >= 0})
+    candidates = sorted({t for t in near + boundaries + (extra or []) if t >= 0})
     return st.one_of(st.integers(lo, hi), st.sampled_from(candidates))
 
 
-def range_bounds(stream_time: int, retention: int, interval: int) -> st.SearchStrategy[int | None]:
+def range_bounds(
+    stream_time: int, retention: int, interval: int, extra: list[int] | None = None
+) -> st.SearchStrategy[int | None]:
     """versions() bounds: None, negative values, or read times."""
     return st.one_of(
         st.none(),
         st.integers(-3 * interval - 2, -1),
-        read_times(stream_time, retention, interval),
+        read_times(stream_time, retention, interval, extra),
     )
 
 
+def latest_keys(store: Any) -> int:
+    """``stats().latest_keys``, or the model's count of it."""
+    if isinstance(store, ReferenceModel):
+        return store.counted_keys()
+    return int(store.stats().latest_keys)
+
+
+def scan_rows(scan: Any) -> list[tuple[bytes, bytes, int, int | None]]:
+    out: list[tuple[bytes, bytes, int, int | None]] = []
+    with scan:
+        for batch in scan:
+            d = batch.to_pydict()
+            out += zip(d["key"], d["value"], d["timestamp"], d["valid_to"], strict=True)
+    return out
+
+
 class StoreMachine(RuleBasedStateMachine):
-    """Persistent store, in-memory store and model, fed the same operations."""
+    """Persistent stores (write-ahead log on and off) and an in-memory store, each checked
+    against a model fed the same operations. The models are one until a reopen lowers or adds
+    the TTL of a persistent store (§2.15): its model then continues as a copy with that TTL,
+    since reads are a function of the versions, ST and L."""
 
     base_dir: Path
     counter = itertools.count()
 
-    @initialize(retention=st.sampled_from(RETENTIONS), interval=st.sampled_from(INTERVALS))
-    def open_stores(self, retention: int, interval: int | None) -> None:
+    @initialize(
+        retention=st.sampled_from(RETENTIONS),
+        interval=st.sampled_from(INTERVALS),
+        ttl=st.sampled_from(TTLS),
+    )
+    def open_stores(self, retention: int, interval: int | None, ttl: int | None) -> None:
         self.config = {"history_retention_ms": retention, "segment_interval_ms": interval}
-        self.path = self.base_dir / f"store{next(self.counter)}"
-        self.disk = verstore.VersionedStore(self.path, **self.config)
-        self.memory = verstore.VersionedStore.in_memory(**self.config)
-        self.model = ReferenceModel(**self.config)
+        n = next(self.counter)
+        self.paths = {"disk": self.base_dir / f"store{n}", "nowal": self.base_dir / f"nowal{n}"}
+        self.model = ReferenceModel(**self.config, latest_ttl_ms=ttl)
+        self.models = {"disk": self.model, "nowal": self.model, "memory": self.model}
+        self.stores: dict[str, verstore.VersionedStore] = {
+            "disk": self._open("disk"),
+            "nowal": self._open("nowal"),
+            "memory": verstore.VersionedStore.in_memory(**self.config, latest_ttl_ms=ttl),
+        }
         self.retention = retention
         self.interval = self.model.segment_interval_ms
-        assert self.disk.history_retention_ms == retention
-        assert self.disk.segment_interval_ms == self.interval
-        assert self.memory.segment_interval_ms == self.interval
+        self.fresh = itertools.count()
+        # stats().ttl_expired_keys counts from when a store object opened
+        self.expired_base = dict.fromkeys(self.stores, 0)
+        for store in self.stores.values():
+            assert store.history_retention_ms == retention
+            assert store.segment_interval_ms == self.interval
+            assert store.latest_ttl_ms == ttl
+
+    def _open(self, name: str) -> verstore.VersionedStore:
+        ttl = self.models[name].latest_ttl_ms
+        if name == "disk":
+            return verstore.VersionedStore(self.paths[name], **self.config, latest_ttl_ms=ttl)
+        return verstore.VersionedStore(
+            self.paths[name],
+            write_ahead_log=False,
+            memory_limit_mb=1,
+            latest_ttl_ms=ttl,
+            **self.config,
+        )
 
     def teardown(self) -> None:
-        for store in ("disk", "memory"):
-            if hasattr(self, store):
-                getattr(self, store).close()
-        if hasattr(self, "path"):
-            shutil.rmtree(self.path, ignore_errors=True)
+        for store in getattr(self, "stores", {}).values():
+            store.close()
+        for path in getattr(self, "paths", {}).values():
+            shutil.rmtree(path, ignore_errors=True)
 
     @property
     def stream_time(self) -> int:
         return self.model.observed_stream_time
 
-    def _rtime(self) -> st.SearchStrategy[int]:
-        return read_times(self.stream_time, self.retention, self.interval)
+    def _rtime(self, key: bytes) -> st.SearchStrategy[int]:
+        extra = ttl_times(self.model, key)
+        return read_times(self.stream_time, self.retention, self.interval, extra)
+
+    def _same(
+        self,
+        what: str,
+        expect: Callable[[ReferenceModel], Any],
+        call: Callable[[verstore.VersionedStore], Any],
+    ) -> None:
+        """Every store's ``call`` equals ``expect`` of its model (called once per model)."""
+        by_model: dict[int, Any] = {}
+        for model in self.models.values():
+            if id(model) not in by_model:
+                by_model[id(model)] = expect(model)
+        got = {name: call(store) for name, store in self.stores.items()}
+        note(f"{what} -> models {list(by_model.values())}, stores {got}")
+        for name, result in got.items():
+            assert result == by_model[id(self.models[name])], name
 
     # ------------------------------------------------------------------ writes
     # Several write rules so that about half of the steps write.
 
     def _write_time(self, key: bytes, data: st.DataObject) -> int:
         existing = self.model.timestamps(key)
-        strategy = write_times(self.stream_time, self.retention, self.interval, existing)
+        strategy = write_times(
+            self.stream_time, self.retention, self.interval, existing, ttl_times(self.model, key)
+        )
         return data.draw(strategy, label="timestamp")
 
     def _put(self, key: bytes, value: bytes | None, ts: int) -> None:
-        expected = self.model.put(key, value, ts)
-        got_disk = self.disk.put(key, value, ts)
-        got_memory = self.memory.put(key, value, ts)
-        note(f"put -> model {expected}, disk {got_disk}, memory {got_memory}")
-        assert got_disk == expected
-        assert got_memory == expected
+        self._same(
+            f"put {key!r}@{ts}", lambda m: m.put(key, value, ts), lambda s: s.put(key, value, ts)
+        )
 
     @rule(key=keys_st, value=values_st, data=st.data())
     def put(self, key: bytes, value: bytes | None, data: st.DataObject) -> None:
@@ -190,46 +284,116 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(key=keys_st, data=st.data())
     def delete(self, key: bytes, data: st.DataObject) -> None:
         ts = self._write_time(key, data)
-        expected = as_tuple(self.model.delete(key, ts))
-        got_disk = as_tuple(self.disk.delete(key, ts))
-        got_memory = as_tuple(self.memory.delete(key, ts))
-        note(f"delete -> model {expected}, disk {got_disk}, memory {got_memory}")
-        assert got_disk == expected
-        assert got_memory == expected
+        self._same(
+            f"delete {key!r}@{ts}",
+            lambda m: as_tuple(m.delete(key, ts)),
+            lambda s: as_tuple(s.delete(key, ts)),
+        )
+
+    @rule(count=st.integers(1, 4), late=st.integers(0, 3), past=st.sampled_from([-1, 0, 1]))
+    def churn(self, count: int, late: int, past: int) -> None:
+        """Fresh keys written once, then stream time advanced to where their bucket retires
+        and, past the retention, becomes reclaimable (§2.13, §2.15): the churn TTL is for."""
+        ts = max(self.stream_time - late, 0)
+        keys = [b"churn%d" % next(self.fresh) for _ in range(count)]
+        self._same(
+            f"put_batch {keys}@{ts}",
+            lambda m: [m.put(key, b"c", ts) for key in keys],
+            lambda s: s.put_batch(keys, [b"c"] * count, [ts] * count).to_pylist(),
+        )
+        ttl = self.model.latest_ttl_ms
+        width = self.interval if ttl is None else self.model.bucket_ms()
+        target = (ts // width + 1) * width + (ttl or 0) + self.retention + past
+        self._same(
+            f"advance to {target}",
+            lambda m: m.advance_stream_time(target),
+            lambda s: s.advance_stream_time(target),
+        )
+
+    @rule()
+    def reclaim(self) -> None:
+        """Dropping expired latest values changes nothing a read can see (§E18)."""
+        for store in self.stores.values():
+            store.reclaim_expired()
 
     # ------------------------------------------------------------------ reads
 
     @rule(key=keys_st, latest=st.booleans(), data=st.data())
     def get(self, key: bytes, latest: bool, data: st.DataObject) -> None:
         if latest:
-            expected = as_tuple(self.model.get(key))
-            assert as_tuple(self.disk.get(key)) == expected
-            assert as_tuple(self.memory.get(key)) == expected
-            assert as_tuple(self.disk.get(key, None)) == expected
+            self._same(
+                f"get {key!r}", lambda m: as_tuple(m.get(key)), lambda s: as_tuple(s.get(key))
+            )
+            self._same(
+                f"get {key!r}, None",
+                lambda m: as_tuple(m.get(key)),
+                lambda s: as_tuple(s.get(key, None)),
+            )
             return
-        as_of = data.draw(self._rtime(), label="as_of")
-        expected = as_tuple(self.model.get(key, as_of))
-        assert as_tuple(self.disk.get(key, as_of)) == expected
-        assert as_tuple(self.memory.get(key, as_of=as_of)) == expected
+        as_of = data.draw(self._rtime(key), label="as_of")
+        self._same(
+            f"get {key!r} as of {as_of}",
+            lambda m: as_tuple(m.get(key, as_of)),
+            lambda s: as_tuple(s.get(key, as_of)),
+        )
 
     @rule(key=keys_st, ascending=st.booleans(), data=st.data())
     def versions(self, key: bytes, ascending: bool, data: st.DataObject) -> None:
-        bounds = range_bounds(self.stream_time, self.retention, self.interval)
+        extra = ttl_times(self.model, key)
+        bounds = range_bounds(self.stream_time, self.retention, self.interval, extra)
         lo = data.draw(bounds, label="from_time")
         hi = data.draw(bounds, label="to_time")
         if lo is not None and hi is not None and lo > hi:
             # from_time > to_time is a ValueError (§2.5); equal bounds are allowed
-            for store in (self.disk, self.memory):
+            for store in self.stores.values():
                 with pytest.raises(ValueError, match="time"):
                     store.versions(key, lo, hi, ascending)
             lo, hi = hi, lo
-        expected = records(self.model.versions(key, lo, hi, ascending))
-        got_disk = records(self.disk.versions(key, lo, hi, ascending))
-        got_memory = records(
-            self.memory.versions(key, from_time=lo, to_time=hi, ascending=ascending)
+        self._same(
+            f"versions {key!r} [{lo}, {hi}]",
+            lambda m: records(m.versions(key, lo, hi, ascending)),
+            lambda s: records(s.versions(key, from_time=lo, to_time=hi, ascending=ascending)),
         )
-        assert got_disk == expected
-        assert got_memory == expected
+
+    @rule(data=st.data())
+    def scan(self, data: st.DataObject) -> None:
+        """scan() and get_batch() of every key, churned ones too, equal the model key by key:
+        expired keys are left out of scan() (§2.12, §2.15)."""
+        as_of = data.draw(st.none() | self._rtime(b"a"), label="as_of")
+        keys = sorted(set(self.model.keys()) | set(KEYS))
+
+        def scanned(model: ReferenceModel) -> list[tuple[bytes, bytes, int, int | None]]:
+            out = []
+            for key in keys:
+                record = model.get(key, as_of)
+                if record is not None:
+                    out.append((key, *record))
+            return out
+
+        def batch(model: ReferenceModel) -> dict[str, list[Any]]:
+            rows = [model.get(key, as_of) for key in keys]
+            return {
+                "value": [r and r.value for r in rows],
+                "timestamp": [r and r.timestamp for r in rows],
+                "valid_to": [r and r.valid_to for r in rows],
+            }
+
+        self._same(f"scan as of {as_of}", scanned, lambda s: scan_rows(s.scan(as_of=as_of)))
+        self._same("get_batch", batch, lambda s: s.get_batch(keys, as_of).to_pydict())
+        bounds = range_bounds(self.stream_time, self.retention, self.interval)
+        lo = data.draw(bounds, label="from_time")
+        hi = data.draw(bounds, label="to_time")
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+
+        def scanned_versions(model: ReferenceModel) -> list[tuple[bytes, bytes, int, int | None]]:
+            return [(key, *r) for key in keys for r in model.versions(key, lo, hi)]
+
+        self._same(
+            f"scan_versions [{lo}, {hi}]",
+            scanned_versions,
+            lambda s: scan_rows(s.scan_versions(from_time=lo, to_time=hi)),
+        )
 
     @rule()
     def whole_state(self) -> None:
@@ -237,40 +401,58 @@ class StoreMachine(RuleBasedStateMachine):
         horizon = self.stream_time - self.retention
         times = range(max(0, horizon - 2), max(self.stream_time, 0) + 2)
         for key in KEYS:
-            expected = records(self.model.versions(key))
-            history = self.disk.versions(key)
-            assert records(history) == expected
-            for record in history:
-                # Q3: equal (and hashed) by all three fields
-                twin = verstore.VersionedRecord(record.value, record.timestamp, record.valid_to)
-                assert twin == record
-                assert hash(twin) == hash(record)
-            assert records(self.memory.versions(key)) == expected
-            assert records(self.disk.versions(key, ascending=True)) == expected[::-1]
-            for as_of in times:
-                expected_at = as_tuple(self.model.get(key, as_of))
-                assert as_tuple(self.disk.get(key, as_of)) == expected_at, as_of
-                assert as_tuple(self.memory.get(key, as_of)) == expected_at, as_of
+            for name, store in self.stores.items():
+                model = self.models[name]
+                expected = records(model.versions(key))
+                history = store.versions(key)
+                assert records(history) == expected, name
+                for record in history:
+                    # Q3: equal (and hashed) by all three fields
+                    twin = verstore.VersionedRecord(record.value, record.timestamp, record.valid_to)
+                    assert twin == record
+                    assert hash(twin) == hash(record)
+                assert records(store.versions(key, ascending=True)) == expected[::-1], name
+                expected_at = [as_tuple(model.get(key, as_of)) for as_of in times]
+                assert [as_tuple(store.get(key, as_of)) for as_of in times] == expected_at, name
 
     # ------------------------------------------------------------------ lifecycle
 
     # Opening RocksDB costs tens of ms (file syncs), so the extra open is the rarer case.
-    @rule(with_block=st.sampled_from([False, False, False, True]))
-    def reopen(self, with_block: bool) -> None:
-        self.disk.flush()
-        self.memory.flush()
-        self.disk.close()
-        self.disk.close()  # idempotent
+    @rule(
+        name=st.sampled_from(["disk", "nowal"]),
+        with_block=st.sampled_from([False] * 3 + [True]),
+        new_ttl=st.sampled_from([False] * 3 + [True]),
+        data=st.data(),
+    )
+    def reopen(self, name: str, with_block: bool, new_ttl: bool, data: st.DataObject) -> None:
+        """Reopen, now and then adding or lowering the TTL, as reopening allows (§2.15)."""
+        store = self.stores[name]
+        store.flush()
+        store.close()
+        store.close()  # idempotent
         if with_block:
-            with verstore.VersionedStore(self.path, **self.config) as store:
-                assert store.observed_stream_time == self.stream_time
-        self.disk = verstore.VersionedStore(self.path, **self.config)
+            with self._open(name) as again:
+                assert again.observed_stream_time == self.stream_time
+        if new_ttl:
+            old = self.models[name].latest_ttl_ms
+            ttl = data.draw(st.integers(1, old if old is not None else 40), label="new ttl")
+            self.models[name] = copy.deepcopy(self.models[name])
+            self.models[name].latest_ttl_ms = ttl
+        self.stores[name] = self._open(name)
+        assert self.stores[name].latest_ttl_ms == self.models[name].latest_ttl_ms
+        self.expired_base[name] = self.models[name].ttl_expired_keys
 
     @invariant()
-    def same_stream_time(self) -> None:
-        if hasattr(self, "disk"):
-            assert self.disk.observed_stream_time == self.stream_time
-            assert self.memory.observed_stream_time == self.stream_time
+    def same_stream_time_and_counts(self) -> None:
+        if not hasattr(self, "stores"):
+            return
+        for name, store in self.stores.items():
+            model = self.models[name]
+            assert store.observed_stream_time == self.stream_time, name
+            stats = store.stats()
+            assert stats.latest_keys == model.counted_keys(), name
+            expired = model.ttl_expired_keys - self.expired_base[name]
+            assert stats.ttl_expired_keys == expired, name
 
 
 def test_stores_match_reference_model(tmp_path: Path) -> None:
@@ -283,17 +465,31 @@ def test_stores_match_reference_model(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- replay order
 
 
+Ops = list[tuple[str, bytes, bytes | None, int]]
+
+
 @st.composite
-def histories(draw: st.DrawFn) -> tuple[int, int, list[tuple[str, bytes, bytes | None, int]]]:
-    """(R, I, ops): a random write history (ops are ("put"|"delete", key, value, ts))."""
+def histories(draw: st.DrawFn) -> tuple[dict[str, Any], Ops]:
+    """(config, ops): a random write history (ops are ("put"|"delete", key, value, ts)).
+
+    With a TTL the times cluster where it decides, so that histories hold late writes to
+    expired keys, writes that start a new history and writes expired on arrival (§2.15)."""
     retention = draw(st.sampled_from(RETENTIONS))
     interval = draw(st.sampled_from([1, 3, 10, 25]))
-    model = ReferenceModel(history_retention_ms=retention, segment_interval_ms=interval)
-    ops: list[tuple[str, bytes, bytes | None, int]] = []
+    config = {
+        "history_retention_ms": retention,
+        "segment_interval_ms": interval,
+        "latest_ttl_ms": draw(st.sampled_from(TTLS)),
+    }
+    model = ReferenceModel(**config)
+    ops: Ops = []
     for _ in range(draw(st.integers(0, 40))):
         key = draw(keys_st)
         existing = model.timestamps(key)
-        ts = draw(write_times(model.observed_stream_time, retention, interval, existing))
+        strategy = write_times(
+            model.observed_stream_time, retention, interval, existing, ttl_times(model, key)
+        )
+        ts = draw(strategy)
         if draw(st.integers(0, 4)) == 0:
             ops.append(("delete", key, None, ts))
             model.delete(key, ts)
@@ -301,7 +497,7 @@ def histories(draw: st.DrawFn) -> tuple[int, int, list[tuple[str, bytes, bytes |
             value = draw(values_st)
             ops.append(("put", key, value, ts))
             model.put(key, value, ts)
-    return retention, interval, ops
+    return config, ops
 
 
 def full_reads(store: Any, stream_time: int, retention: int, interval: int) -> dict[str, Any]:
@@ -309,7 +505,10 @@ def full_reads(store: Any, stream_time: int, retention: int, interval: int) -> d
     times = range(max(0, horizon - 2), max(stream_time, 0) + 2)
     bounds = [None, -1, 0, horizon - 1, horizon, stream_time]
     bounds += [k * interval for k in range(segment_id(max(horizon, 0), interval), 3)]
-    out: dict[str, Any] = {"observed_stream_time": store.observed_stream_time}
+    out: dict[str, Any] = {
+        "observed_stream_time": store.observed_stream_time,
+        "latest_keys": latest_keys(store),  # a function of (versions, ST, L) too
+    }
     for key in KEYS:
         out[f"{key!r} latest"] = as_tuple(store.get(key))
         out[f"{key!r} at"] = [as_tuple(store.get(key, t)) for t in times]
@@ -323,10 +522,11 @@ def full_reads(store: Any, stream_time: int, retention: int, interval: int) -> d
 @given(history=histories(), data=st.data())
 def test_replay_in_another_order_gives_same_reads(
     tmp_path_factory: pytest.TempPathFactory,
-    history: tuple[int, int, list[tuple[str, bytes, bytes | None, int]]],
+    history: tuple[dict[str, Any], Ops],
     data: st.DataObject,
 ) -> None:
-    """§2.9: replaying the same accepted writes in another order changes no read.
+    """§2.9: replaying the same accepted writes in another order changes no read, with a TTL
+    too (§2.15: the end of every version depends on the versions, ST and L alone).
 
     Writes to one (key, timestamp) replace each other, so their relative order is kept. Any
     order in which every write is still accepted works: sorting by ``ts + u`` with a jitter
@@ -334,8 +534,9 @@ def test_replay_in_another_order_gives_same_reads(
     write sorted before one at ``ts`` has a timestamp ``<= ts + R``, so the running ST never
     passes ``ts + R``.
     """
-    retention, interval, ops = history
-    config = {"history_retention_ms": retention, "segment_interval_ms": interval}
+    config, ops = history
+    retention = config["history_retention_ms"]
+    interval = config["segment_interval_ms"]
     original = verstore.VersionedStore.in_memory(**config)
     model = ReferenceModel(**config)
     accepted: list[tuple[bytes, bytes | None, int]] = []
@@ -383,6 +584,9 @@ def test_replay_in_another_order_gives_same_reads(
         assert full_reads(original, stream_time, retention, interval) == expected
         assert full_reads(memory, stream_time, retention, interval) == expected
         assert full_reads(disk, stream_time, retention, interval) == expected
+        memory.reclaim_expired()  # reclamation changes no read (§E18)
+        assert full_reads(memory, stream_time, retention, interval) == expected
+        disk.reclaim_expired()
         disk.close()
         with verstore.VersionedStore(path, **config) as reopened:
             assert full_reads(reopened, stream_time, retention, interval) == expected

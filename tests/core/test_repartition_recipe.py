@@ -7,7 +7,8 @@ empty store with the same settings, followed by ``advance_stream_time`` to the s
 time, give a store that reads as the source (``get`` at every time, ``versions``) and answers
 later writes, out of order too, as the source does. Histories mix in-order and late puts,
 deletes of unknown keys, consecutive tombstones, deletes at a version's own timestamp, writes
-rejected as too old and jumps that expire segments, on both backends.
+rejected as too old and jumps that expire segments, on both backends, with and without a
+time-to-live of newest versions (§2.15: the copy ends every version where the source does).
 
 The advance is recorded in the changelog as a stream-time record (``format.md``): replay
 reproduces it, the change feed leaves it out, and only such a changelog is format version 2.
@@ -60,25 +61,27 @@ config_st = st.fixed_dictionaries(
         "segment_interval_ms": st.sampled_from([1, 3, 10]),
     }
 )
+# With a time-to-live of newest versions too (§2.15): below, between and above the retentions.
+ttl_config_st = st.fixed_dictionaries(
+    {
+        "history_retention_ms": st.sampled_from([0, 5, 20]),
+        "segment_interval_ms": st.sampled_from([1, 3, 10]),
+        "latest_ttl_ms": st.sampled_from([None, 1, 7, 30]),
+    }
+)
 backends_st = st.tuples(
     st.sampled_from(["memory", "wal", "buffered"]), st.sampled_from(["memory", "wal", "buffered"])
 )
 
 
 @contextmanager
-def opened(backend: str, config: dict[str, int]) -> Iterator[VersionedStore]:
+def opened(backend: str, config: dict[str, Any]) -> Iterator[VersionedStore]:
     """A fresh store on ``backend``: in memory, RocksDB with or without its write-ahead log."""
-    retention, interval = config["history_retention_ms"], config["segment_interval_ms"]
     if backend == "memory":
-        yield VersionedStore.in_memory(history_retention_ms=retention, segment_interval_ms=interval)
+        yield VersionedStore.in_memory(**config)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        store = VersionedStore(
-            tmp,
-            history_retention_ms=retention,
-            segment_interval_ms=interval,
-            write_ahead_log=backend == "wal",
-        )
+        store = VersionedStore(tmp, write_ahead_log=backend == "wal", **config)
         try:
             yield store
         finally:
@@ -132,9 +135,9 @@ def assert_same_reads(a: VersionedStore, b: VersionedStore) -> None:
 
 
 @SETTINGS
-@given(config=config_st, backends=backends_st, history=ops_st, later=ops_st)
+@given(config=ttl_config_st, backends=backends_st, history=ops_st, later=ops_st)
 def test_a_repartitioned_store_reads_and_takes_writes_as_its_source(
-    config: dict[str, int],
+    config: dict[str, Any],
     backends: tuple[str, str],
     history: list[tuple[str, bytes, bytes | None, int]],
     later: list[tuple[str, bytes, bytes | None, int]],
