@@ -592,6 +592,12 @@ HOSTILE_META = {
     "columns pair too short": _settings(columns={"encoding": "e", "key": [["a"]], "value": []}),
     "columns type a number": _settings(columns={"encoding": "e", "key": [["a", 1]], "value": []}),
     "columns without value": _settings(columns={"encoding": "e", "key": []}),
+    "a latest TTL in format 2": _settings(latest_ttl_ms=25),
+    "format 3 without a latest TTL": _settings(format_version=3),
+    "latest TTL zero": _settings(format_version=3, latest_ttl_ms=0),
+    "latest TTL a string": _settings(format_version=3, latest_ttl_ms="25"),
+    "latest TTL a bool": _settings(format_version=3, latest_ttl_ms=True),
+    "latest TTL beyond i64": _settings(format_version=3, latest_ttl_ms=2**63),
 }
 
 
@@ -610,12 +616,12 @@ def test_an_oversized_settings_file_is_refused_unread(case: Case) -> None:
 
 def test_settings_of_a_newer_format_are_an_incompatible_format(case: Case) -> None:
     path = case.target.lineage_files().meta
-    case.target.write(path, _settings(format_version=3))
+    case.target.write(path, _settings(format_version=4))
     outside = case.outside()
     for read_only in (False, True):
         with pytest.raises(
             verstore.IncompatibleFormatError,
-            match=re.escape(path) + " was written by checkpoint format 3",
+            match=re.escape(path) + " was written by checkpoint format 4",
         ):
             case.open(4, read_only=read_only)
     _, err, code = _cli(["get", case.root, "--partition", "0", "a"])

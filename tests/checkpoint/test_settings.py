@@ -48,6 +48,39 @@ def test_reopening_with_another_configuration_is_refused(
         target.open(7, read_only=True, num_partitions=3)
 
 
+def test_a_latest_ttl_is_recorded_in_a_format_3_settings_file_and_never_changes(
+    target: Target,
+) -> None:
+    """docs/checkpoint.md, ``_meta.json``: a lineage keeps the TTL it was created with (its
+    stores may have dropped what the TTL ended), and only its settings file is format 3."""
+    part = target.open(0, latest_ttl_ms=25)
+    part.store.put(b"a", b"1", 10)
+    part.store.put(b"b", b"2", 55)
+    part.commit()
+    meta = json.loads(target.read(target.lineage_files().meta))
+    assert (meta["format_version"], meta["latest_ttl_ms"]) == (3, 25)
+    before = target.tree()
+    for other in (None, 24, 26):
+        with pytest.raises(
+            verstore.IncompatibleConfigError,
+            match=rf"latest_ttl_ms=25, cannot open it with latest_ttl_ms={other}: a lineage "
+            "keeps the TTL it was created with",
+        ):
+            target.open(1, latest_ttl_ms=other)
+    assert target.tree() == before
+    for read_only in (False, True):
+        part = target.open(1, latest_ttl_ms=25, read_only=read_only)
+        assert part.store.latest_ttl_ms == 25
+        assert part.store.get(b"a") is None  # a@10 ended at 35, stream time is 55
+        assert part.store.get(b"a", 20) == verstore.VersionedRecord(b"1", 10, 35)
+        part.abort()
+    # a lineage without a TTL writes format 2, as before
+    target.open(0, lineage="q2").commit()
+    plain = json.loads(target.read(target.lineage_files(lineage="q2").meta))
+    assert plain["format_version"] == 2
+    assert "latest_ttl_ms" not in plain
+
+
 def test_partition_count_and_columns_are_checked_once_recorded(target: Target) -> None:
     price = ColumnLayout("verstore-tuple-1", (("symbol", "string"),), (("price", "double"),))
     target.open(0, num_partitions=4, columns=price).abort()

@@ -52,6 +52,8 @@ from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError
 from verstore.location import Location
 
+from reference_model import ReferenceModel, as_tuple
+
 RETENTION_MS = 40
 SEGMENT_MS = 10
 STORE = "orders"
@@ -61,7 +63,12 @@ EXECUTORS = 3
 #: it closes at commit, as a query without kept stores does).
 WORKERS = 3
 LINEAGES = ("query-a", "query-b")
+#: query-a's stores have a latest TTL below the retention (docs/semantics.md §2.15), query-b's
+#: none: keys of query-a expire, come back as new histories, and leave storage.
+LATEST_TTL_MS = {"query-a": 25, "query-b": None}
 KEYS = [b"", b"a", b"b", b"k\x00", b"\xff"]
+#: Keys a TTL lineage writes once every eight batches, expiring in between.
+FRESH_KEYS = [f"f{i}".encode() for i in range(8)]
 OPTIONS = CheckpointOptions(
     snapshot_interval=2,
     min_versions_to_retain=3,
@@ -96,14 +103,28 @@ def batch_ops(lineage: str, batch: int, partition: int) -> list[Op]:
         ts = max(0, base + rng.randint(-55, 12))
         value = None if rng.random() < 0.2 else f"{lineage[-1]}{batch}.{rng.randint(0, 9)}".encode()
         ops.append((key, value, ts))
+    if LATEST_TTL_MS[lineage] is not None:
+        ops.append((FRESH_KEYS[batch % len(FRESH_KEYS)], f"f{batch}".encode(), base))
     return ops
 
 
-def dump(store: verstore.VersionedStore, keys: list[bytes]) -> Any:
+def dump(store: verstore.VersionedStore | ReferenceModel, keys: list[bytes]) -> Any:
     """Everything a reader can observe of ``keys``."""
     return (
         store.observed_stream_time,
-        [(k, store.get(k), store.versions(k, ascending=True)) for k in keys],
+        [
+            (k, as_tuple(store.get(k)), [as_tuple(r) for r in store.versions(k, ascending=True)])
+            for k in keys
+        ],
+    )
+
+
+def model(lineage: str) -> ReferenceModel:
+    """An empty store of ``lineage`` as the reference model has it."""
+    return ReferenceModel(
+        history_retention_ms=RETENTION_MS,
+        segment_interval_ms=SEGMENT_MS,
+        latest_ttl_ms=LATEST_TTL_MS[lineage],
     )
 
 
@@ -165,7 +186,8 @@ class Simulation(RuleBasedStateMachine):
     # -- the model --------------------------------------------------------------------------
 
     def keys(self, lineage: str, partition: int) -> list[bytes]:
-        return KEYS + self.markers.get((lineage, partition), [])
+        fresh = FRESH_KEYS if LATEST_TTL_MS[lineage] is not None else []
+        return KEYS + fresh + self.markers.get((lineage, partition), [])
 
     def expected(self, lineage: str, partition: int, ref: CommitRef) -> Any:
         keys = self.keys(lineage, partition)
@@ -173,9 +195,7 @@ class Simulation(RuleBasedStateMachine):
         if cached is not None:
             return cached
         ops = [] if ref == ROOT else self.history[(lineage, partition)][ref]
-        store = verstore.VersionedStore.in_memory(
-            history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
-        )
+        store = model(lineage)
         for key, value, ts in ops:
             store.put(key, value, ts)
         result = dump(store, keys)
@@ -205,6 +225,7 @@ class Simulation(RuleBasedStateMachine):
             lineage=lineage,
             history_retention_ms=RETENTION_MS,
             segment_interval_ms=SEGMENT_MS,
+            latest_ttl_ms=LATEST_TTL_MS[lineage],
             options=OPTIONS,
             num_partitions=PARTITIONS,
             read_only=read_only,
@@ -264,15 +285,13 @@ class Simulation(RuleBasedStateMachine):
         ]
         opened = self.graph(lineage, partition).serving(version)
         ops = [] if opened == ROOT else self.history[(lineage, partition)][opened]
-        model = verstore.VersionedStore.in_memory(
-            history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
-        )
+        store = model(lineage)
         for key, value, ts in ops:
-            model.put(key, value, ts)
+            store.put(key, value, ts)
         want = [
             (key, r.value, r.timestamp, r.valid_to)
             for key in sorted(self.keys(lineage, partition))
-            for r in model.versions(key, ascending=True)
+            for r in store.versions(key, ascending=True)
         ]
         assert got == want
 
@@ -421,6 +440,30 @@ class Simulation(RuleBasedStateMachine):
             assert ref not in chain_after
         if ref not in chain_after:
             event("commit off the winning chain")
+
+    @precondition(lambda self: self.pending)
+    @rule(data=st.data())
+    def reclaim(self, data: st.DataObject) -> None:
+        """An open attempt's store drops what its TTL expired (a flush, then a compaction of
+        its latest values): no read and no later commit or rebuild may tell."""
+        attempt = data.draw(st.sampled_from(self.pending))
+        self.touched = (attempt.lineage, attempt.partition)
+        before = attempt.part.store.stats()
+        attempt.part.store.reclaim_expired()
+        if attempt.part.store.stats().ttl_reclaims > before.ttl_reclaims:
+            event("reclaimed expired latest values")
+        keys = self.keys(attempt.lineage, attempt.partition)
+        assert dump(attempt.part.store, keys) == dump(self.model_of(attempt), keys)
+
+    def model_of(self, attempt: Attempt) -> ReferenceModel:
+        """The model of an open attempt: its parent's contents and its own writes."""
+        key = (attempt.lineage, attempt.partition)
+        parent = attempt.part.opened
+        base = [] if parent == ROOT else self.history[key][parent]
+        store = model(attempt.lineage)
+        for k, value, ts in base + attempt.ops:
+            store.put(k, value, ts)
+        return store
 
     @precondition(lambda self: self.pending)
     @rule(data=st.data())
