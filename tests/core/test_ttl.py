@@ -305,6 +305,7 @@ def test_e18_reclamation_changes_no_read(kind: str, tmp_path: Path) -> None:
     before = full_reads(store, keys)
     assert before["latest_keys"] == model.counted_keys()
     store.reclaim_expired()
+    assert store.stats().ttl_reclaims >= 1
     assert full_reads(store, keys) == before
     for key in keys:
         assert versions(store, key) == versions(model, key)
@@ -432,4 +433,25 @@ def test_a_scan_with_tombstones_adds_no_row_for_a_ttl_end(kind: str, tmp_path: P
         assert [r for batch in scan for r in batch.to_pylist()] == [
             {"key": b"k", "value": b"b", "timestamp": 140, "valid_to": 150}
         ]
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_scan_with_tombstones_leaves_out_what_versions_leaves_out(
+    kind: str, tmp_path: Path
+) -> None:
+    """The values of a scan with tombstones are those of ``versions()``: a version the TTL cut
+    at or below the horizon is in neither, so reclaiming it changes no scan (§2.15, §E18)."""
+    store = open_kind(kind, tmp_path, 20, 100, 10)
+    store.put(b"k", b"a", 100)
+    store.put(b"k", b"b", 120)  # a: cut at 110
+    store.put(b"n", b"a", 100)  # the newest, expired at 110
+    store.put(b"x", b"x", 150)  # H = 130: every end of k and n is at or below it
+    expected = [(b"x", b"x", 150, None)]
+    for _ in range(2):
+        assert versions(store, b"k") == versions(store, b"n") == []
+        with store.scan_versions(tombstones=True) as scan:
+            rows = [r for batch in scan for r in batch.to_pylist()]
+        assert [(r["key"], r["value"], r["timestamp"], r["valid_to"]) for r in rows] == expected
+        store.reclaim_expired()
     store.close()
