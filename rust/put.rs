@@ -56,6 +56,7 @@ impl Txn<'_> {
         }
         self.advance_stream_time(timestamp);
         let mut valid_to = self.place(key, value, timestamp)?;
+        self.state.retire_expired();
         if let Some(ttl) = self.state.config.latest_ttl()
             && value.is_some()
         {
