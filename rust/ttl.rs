@@ -145,7 +145,7 @@ pub(crate) struct LatestBuckets {
 }
 
 /// Reclaimable entries below which no reclamation is worth a compaction's start.
-const MIN_RECLAIM: u64 = if cfg!(test) { 4 } else { 4096 };
+const MIN_RECLAIM: u64 = if cfg!(test) { 4 } else { 256 };
 
 impl LatestBuckets {
     /// Keys whose newest value is live, exact to one bucket (a key of a bucket not yet wholly
