@@ -349,7 +349,9 @@ def test_e18_reclamation_changes_no_read(kind: str, tmp_path: Path) -> None:
         again = full_reads(store, keys)
         store.reclaim_expired()
         after = full_reads(store, keys)
-        assert_only_reclaimed_values_left(again.pop("scan_versions"), after.pop("scan_versions"), 20)
+        assert_only_reclaimed_values_left(
+            again.pop("scan_versions"), after.pop("scan_versions"), 20
+        )
         assert after == again
     for key in [*keys, *(k for k, _ in late)]:
         assert versions(store, key) == versions(model, key)

@@ -22,10 +22,9 @@ from verstore.checkpoint import PartitionStore
 from verstore.spark import latest_by_timestamp
 
 pytest.register_assert_rewrite("streams", "table_streams")
+from reference_model import ReferenceModel  # noqa: E402
 from streams import Collector, batch_input_rows, run_available_now  # noqa: E402
 from table_streams import latest_reference, read_stream, write_stream  # noqa: E402
-
-from reference_model import ReferenceModel  # noqa: E402
 
 BATCHES = 100
 SESSIONS = 40  # new keys per batch, each updated once more in the next batch

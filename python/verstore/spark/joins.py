@@ -192,7 +192,9 @@ def asof_join(
         keys=columns.keys,
         num_partitions=partitions,
         stores={
-            store: StoreSpec(history_retention_ms=retention_ms, columns=layout, latest_ttl_ms=ttl_ms)
+            store: StoreSpec(
+                history_retention_ms=retention_ms, columns=layout, latest_ttl_ms=ttl_ms
+            )
         },
         fn=fn,
         schema=columns.out_schema(),

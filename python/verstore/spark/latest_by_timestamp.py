@@ -313,9 +313,14 @@ class _LatestPartition:
         if self.latest_ttl_ms is not None:
             codes, before = self._put_with_ttl(store, winners)
         else:
-            before = store.get_batch(winners.column(_ROW_KEY)).column("value") if need_before else None
+            before = (
+                store.get_batch(winners.column(_ROW_KEY)).column("value") if need_before else None
+            )
             codes = kernels.put_in_order(
-                store, winners.column(_ROW_KEY), winners.column(_ROW_VALUE), winners.column(_ROW_TIME)
+                store,
+                winners.column(_ROW_KEY),
+                winners.column(_ROW_VALUE),
+                winners.column(_ROW_TIME),
             )
         metrics.expired(codes)
         order = kernels.sort_indices(
