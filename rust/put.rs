@@ -56,6 +56,7 @@ impl Txn<'_> {
         }
         self.advance_stream_time(timestamp);
         let mut valid_to = self.place(key, value, timestamp)?;
+        self.state.retire_expired();
         if let Some(ttl) = self.state.config.latest_ttl()
             && value.is_some()
         {
@@ -71,12 +72,22 @@ impl Txn<'_> {
 
     /// Kafka's `delete`: the record valid at `timestamp` before the write, then a tombstone.
     pub(crate) fn delete(&mut self, key: &[u8], timestamp: i64) -> Result<Option<VersionedRecord>> {
+        Ok(self.put_returning_previous(key, None, timestamp)?.1)
+    }
+
+    /// A put, and the record that was valid at `timestamp` just before it (`None` when none
+    /// was, or the write is older than the grace period and changes nothing).
+    pub(crate) fn put_returning_previous(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+    ) -> Result<(PutOutcome, Option<VersionedRecord>)> {
         if self.is_expired(timestamp) {
-            return Ok(None);
+            return Ok((PutOutcome::Expired, None));
         }
         let before = read::as_of(&*self, self.state, key, timestamp)?;
-        self.put(key, None, timestamp)?;
-        Ok(before)
+        Ok((self.put(key, value, timestamp)?, before))
     }
 
     fn is_expired(&self, timestamp: i64) -> bool {

@@ -343,6 +343,36 @@ impl VersionedStore {
         outcomes
     }
 
+    /// [`VersionedStore::put_batch`], with each row's previous record: the one valid at the
+    /// row's timestamp just before its write (rows before it included), as `get(key, as_of)`
+    /// would have returned it then; `None` for a row older than the grace period.
+    ///
+    /// # Errors
+    /// As [`VersionedStore::put_batch`].
+    pub fn put_batch_with_previous<'a>(
+        &mut self,
+        rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
+    ) -> Result<Vec<(PutOutcome, Option<VersionedRecord>)>> {
+        for (index, (_, value, timestamp)) in rows.clone().enumerate() {
+            check_write(value, timestamp, Some(index))?;
+        }
+        self.warm_latest_cache(rows.len())?;
+        let outcomes = self.transaction(|txn| {
+            txn.reserve(rows.len());
+            let mut ahead = rows.clone().map(|(key, _, _)| key);
+            let mut outcomes = Vec::with_capacity(rows.len());
+            for (i, (key, value, ts)) in rows.enumerate() {
+                if i % READ_AHEAD_ROWS == 0 {
+                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
+                }
+                outcomes.push(txn.put_returning_previous(key, value, ts)?);
+            }
+            Ok(outcomes)
+        });
+        self.end_read_ahead();
+        outcomes
+    }
+
     /// Ends a batch call's read ahead of latest values (`Txn::read_latest_ahead`).
     pub(crate) fn end_read_ahead(&self) {
         if let Some(cache) = &self.cache {

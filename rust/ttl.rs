@@ -145,7 +145,7 @@ pub(crate) struct LatestBuckets {
 }
 
 /// Reclaimable entries below which no reclamation is worth a compaction's start.
-const MIN_RECLAIM: u64 = if cfg!(test) { 4 } else { 4096 };
+const MIN_RECLAIM: u64 = if cfg!(test) { 4 } else { 256 };
 
 impl LatestBuckets {
     /// Keys whose newest value is live, exact to one bucket (a key of a bucket not yet wholly
@@ -154,7 +154,8 @@ impl LatestBuckets {
         self.live.iter().map(|&(_, count)| count).sum()
     }
 
-    /// A key's latest value was at `before` and is at `after` (`None`: no value).
+    /// A key's latest value was at `before` and is at `after` (`None`: no value), at
+    /// `stream_time`, before the buckets that stream time retires have retired.
     pub(crate) fn note(
         &mut self,
         ttl: &LatestTtl,
@@ -163,11 +164,10 @@ impl LatestBuckets {
         after: Option<i64>,
     ) {
         if let Some(before) = before {
-            // An entry of a retired bucket left the count when the bucket retired.
-            let bucket = ttl.bucket(before);
-            if !ttl.retired(bucket, stream_time) {
-                add(&mut self.live, bucket, -1);
-            }
+            // An entry of a retired bucket left the count when the bucket retired. A write
+            // that advances stream time retires buckets after it is placed: the entry it
+            // replaces leaves its bucket now, as a write, not as an expiry.
+            add(&mut self.live, ttl.bucket(before), -1);
         }
         if let Some(after) = after {
             let bucket = ttl.bucket(after);

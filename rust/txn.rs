@@ -135,13 +135,13 @@ impl<'s> Txn<'s> {
     }
 
     /// Advances observed stream time and drops the segments it expires (Kafka: once per
-    /// accepted write, with the new stream time).
+    /// accepted write, with the new stream time). The write then places its version, and
+    /// retires the latest TTL's expired buckets (`State::retire_expired`).
     pub(crate) fn advance_stream_time(&mut self, timestamp: i64) {
         if timestamp <= self.state.stream_time {
             return;
         }
         self.state.stream_time = timestamp;
-        self.state.retire_expired();
         self.overlay.note_stream_time_changed();
         let config = self.state.config;
         let horizon = timestamp.saturating_sub(config.history_retention_ms());
@@ -160,6 +160,7 @@ impl<'s> Txn<'s> {
             return;
         }
         self.advance_stream_time(timestamp);
+        self.state.retire_expired();
         self.overlay.keep_stream_time();
         if let Some(log) = &mut self.log {
             log.push_stream_time(timestamp);

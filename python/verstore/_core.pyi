@@ -283,6 +283,23 @@ class VersionedStore:
                 Nothing is written.
             StoreClosedError: The store is closed.
         """
+    def put_batch_with_previous(
+        self, keys: _ArrowBinaryLike, values: _ArrowBinaryLike, timestamps: _ArrowInt64Like
+    ) -> tuple[pa.Int64Array, pa.RecordBatch]:
+        """:meth:`put_batch`, with each row's previous record: the one valid at the row's
+        timestamp just before its write (the rows before it included), as ``get(key,
+        as_of=timestamp)`` would have returned it then (with a latest TTL: as of the stream
+        time before the write). For KIP-914 operators that forward the value a change
+        replaces (``verstore.spark.latest_by_timestamp(previous=True)``).
+
+        Returns:
+            ``put()``'s result per row, and a batch of ``value``, ``timestamp`` and
+            ``valid_to`` (as :meth:`get_batch`; a null ``value`` where there was no record, or
+            the row was older than the grace period).
+
+        Raises:
+            As :meth:`put_batch`.
+        """
     def get_batch(
         self, keys: _ArrowBinaryLike, as_of: int | _ArrowInt64Like | None = None
     ) -> pa.RecordBatch:

@@ -8,6 +8,11 @@ grace period never does either. Keys and values are decoded with the store's col
 :mod:`verstore.committed` decodes state. Like every file read, a changelog is hostile input: its
 checksums, framing and header (version and attempts against its name) are verified.
 
+A store's ``latest_ttl_ms`` ends keys without a write, so the feed has no row for an expiry
+(docs/semantics.md §2.15): a consumer that needs expiries applies the rule to the feed, a key
+whose last row has ``valid_from = t`` having expired once its partition's stream time reaches
+``t + latest_ttl_ms``.
+
 Used by ``verstore.spark.read_store(..., changes=True)`` (one Spark task per partition) and
 ``verstore changes``.
 """

@@ -149,6 +149,29 @@ impl PyVersionedStore {
         arrow::int64_to_pyarrow(py, codes)
     }
 
+    fn put_batch_with_previous<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+        values: &Bound<'py, PyAny>,
+        timestamps: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let writes = Writes::from_py(keys, timestamps)?;
+        let values = arrow::binary_column(values, "values")?;
+        arrow::check_same_length("values", values.len(), writes.len())?;
+        let (codes, previous) = self.inner.detached(py, |s| {
+            let keys = writes.key_slices();
+            let rows = s.put_batch_with_previous(writes.puts(&keys, &values))?;
+            let codes: Vec<i64> = rows.iter().map(|(outcome, _)| outcome.code()).collect();
+            let previous: RecordColumns = rows.into_iter().map(|(_, before)| before).collect();
+            Ok((codes, previous))
+        })?;
+        Ok((
+            arrow::int64_to_pyarrow(py, codes)?,
+            arrow::records_to_pyarrow(py, previous)?,
+        ))
+    }
+
     #[pyo3(signature = (keys, as_of = None))]
     fn get_batch<'py>(
         &self,

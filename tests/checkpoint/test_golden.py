@@ -32,12 +32,16 @@ SETS = sorted(Path(__file__).parents[1].joinpath("golden").glob("verstore-*"))
 def test_the_formats_this_build_writes_have_a_golden_set() -> None:
     from verstore._core import TUPLE_ENCODING
     from verstore.checkpoint.layout import FORMAT_VERSION
+    from verstore.checkpoint.lineage import META_FORMAT_WITH_TTL
 
     written = set()
     for s in SETS:
         g = json.loads((s / "golden.json").read_text())
         written.add((g["format_version"], g["tuple_encoding"]))
-    assert (FORMAT_VERSION, TUPLE_ENCODING) in written, "run tests/golden/make_golden.py"
+        if "sessions" in g:  # a lineage with a latest TTL: its _meta.json's own format
+            written.add((META_FORMAT_WITH_TTL, g["tuple_encoding"]))
+    for version in (FORMAT_VERSION, META_FORMAT_WITH_TTL):
+        assert (version, TUPLE_ENCODING) in written, "run tests/golden/make_golden.py"
 
 
 @pytest.fixture(params=SETS, ids=[s.name for s in SETS])
@@ -172,3 +176,33 @@ def test_a_repartitioned_store_reads_and_continues(
     assert sorted((r["batch_id"], r["sym"], r["valid_from"]) for r in feed) == sorted(
         (int(v) - 1, r["sym"], r["t"]) for v, batch in written.items() for r in batch
     )
+
+
+TTL_SETS = [s for s in SETS if "sessions" in json.loads((s / "golden.json").read_text())]
+
+
+@pytest.mark.parametrize("ttl_set", TTL_SETS, ids=[s.name for s in TTL_SETS])
+def test_a_store_with_a_latest_ttl_reads_and_continues(ttl_set: Path, tmp_path: Path) -> None:
+    """A store with a latest TTL (store format 4, ``_meta.json`` of checkpoint format 3):
+    every version rebuilds and reads as it did, with keys the TTL ended and entries reclaimed;
+    a further commit continues it, and a rebuild of that reads as the reference does."""
+    root = tmp_path / "root"
+    shutil.copytree(ttl_set / "root", root)
+    data = json.loads((ttl_set / "golden.json").read_text())["sessions"]
+    keys = golden.sessions_keys(data["versions"] + 1)
+    recorded = golden.sessions_keys(data["versions"])
+    for version, expected in data["reads"].items():
+        local = tmp_path / f"l-{version}"
+        assert golden.sessions_checkpoint_reads(root, int(version), recorded, local) == expected
+    newest = data["versions"]
+    ops = dict(data["ops"])
+    ops[str(newest + 1)] = golden.sessions_ops(random.Random(7), newest + 1)
+    part = golden.open_partition(
+        root, "sessions", 0, newest, tmp_path / "exec", latest_ttl_ms=data["latest_ttl_ms"]
+    )
+    golden.apply_kv(part.store, ops[str(newest + 1)])
+    part.commit()
+    with golden.sessions_reference(ops, newest + 1) as model:
+        expected = golden.kv_reads(model, keys)
+    local = tmp_path / "rebuilt"
+    assert golden.sessions_checkpoint_reads(root, newest + 1, keys, local) == expected

@@ -323,3 +323,56 @@ def test_a_partitioning_record_is_created_once(tmp_path: Path) -> None:
     Path(record_path(files, 1)).unlink()
     with pytest.raises(verstore.CorruptionError, match=r"_partitioning-1\.json"):
         read_settings(files)
+
+
+def test_a_store_with_a_latest_ttl_moves_with_its_ttl(tmp_path: Path) -> None:
+    """A lineage with a latest TTL keeps it through a repartition: the new partitions are
+    opened with it, their keys end at the TTL of their new partition's stream time, and every
+    key reads above the horizon as a store of that partition with every write and the TTL."""
+    ttl = 150
+    root = tmp_path / "root"
+    batches = writes(seed=3, batches=4)
+
+    def run(batch: list[Any], version: int, n: int) -> None:
+        for p in range(n):
+            with open_partition(root, p, version, n, latest_ttl_ms=ttl) as opened:
+                for key, value, t in batch:
+                    if route(key, n) == p:
+                        opened.store.put(key, value, t)
+                opened.commit()
+
+    for b, batch in enumerate(batches[:3]):
+        run(batch, b, 3)
+    repartition(root, 3, 5)
+    run(batches[3], 3, 5)
+    settings = read_settings(LineageFiles(Location.resolve(str(root)), STORE, LINEAGE))
+    assert settings is not None and settings.latest_ttl_ms == ttl
+    got: dict[bytes, Any] = {}
+    models = []
+    for p in range(5):
+        opened = open_partition(root, p, 4, None, latest_ttl_ms=ttl, read_only=True)
+        try:
+            model = verstore.VersionedStore.in_memory(
+                history_retention_ms=RETENTION, latest_ttl_ms=ttl
+            )
+            for batch in batches:
+                for key, value, t in batch:
+                    if route(key, 5) == p:
+                        model.put(key, value, t)
+            model.advance_stream_time(opened.store.observed_stream_time)
+            models.append(model)
+            for key in KEYS:
+                if route(key, 5) == p:
+                    got[key] = [
+                        (r.value, r.timestamp, r.valid_to) for r in opened.store.versions(key)
+                    ]
+                    assert opened.store.get(key) == model.get(key), key
+        finally:
+            opened.abort()
+    want = {
+        key: [(r.value, r.timestamp, r.valid_to) for r in models[route(key, 5)].versions(key)]
+        for key in KEYS
+    }
+    horizon = horizon_of(batches)
+    assert keys_only(got, horizon) == keys_only(want, horizon)
+    assert any(r[2] is not None and r[2] == r[1] + ttl for v in got.values() for r in v)

@@ -43,6 +43,7 @@ import verstore
 from hypothesis import HealthCheck, event, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from reference_model import ReferenceModel, as_tuple
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults, layout
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.inspect import verify_partition
@@ -51,8 +52,6 @@ from verstore.checkpoint.layout import ROOT, LineageFiles
 from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError
 from verstore.location import Location
-
-from reference_model import ReferenceModel, as_tuple
 
 RETENTION_MS = 40
 SEGMENT_MS = 10

@@ -19,6 +19,8 @@ version) and what each version reads. Two stores:
   encoding): a ``(symbol, venue)`` key and ``(price, size, at)`` value, four versions.
 * ``quotes``: typed columns across a value schema evolution: versions 1-2 in a first layout,
   3-4 with a column added, two widened and one dropped (``_columns-1.json``, marked values).
+* ``sessions``: a store with a latest TTL (``latest_ttl_ms``, store format 4 and a
+  ``_meta.json`` of checkpoint format 3): keys that churn and expire, reclaimed at every commit.
 * ``moved``: typed columns repartitioned: versions 1-3 on two partitions, then moved to three
   at version 3 (``_partitioning-1.json``, changelogs of format 2 with their stream-time
   record), versions 4-5 on three; keys routed by the CRC-32 of their stored bytes.
@@ -389,6 +391,79 @@ def write_moved(root: Path, scratch: Path) -> dict[str, Any]:
 
 
 STORES["moved"] = write_moved
+
+SESSIONS = {"store": "sessions", "partitions": 1, "versions": 8, "seed": 37, "latest_ttl_ms": 25}
+
+
+def sessions_ops(rng: random.Random, version: int) -> list[list[Any]]:
+    """One commit of the ``sessions`` store: two new keys and an update of the previous
+    commit's, about a segment later than the last; the TTL ends them two commits on."""
+    base = 100 + 12 * version
+    ops = []
+    for i in range(2):
+        for v in (version, version - 1):
+            if v > 0:
+                value = rng.randbytes(rng.randint(0, 9)).hex()
+                ops.append(["put", f"s{v}-{i}".encode().hex(), value, base + rng.randint(0, 9)])
+    if version % 3 == 0:
+        ops.append(["delete", f"s{version}-0".encode().hex(), None, base + 10])
+    return ops
+
+
+def sessions_reference(ops_by_version: dict[str, list[list[Any]]], version: int) -> Any:
+    """An in-memory store with the ``sessions`` TTL and the writes of versions 1..``version``."""
+    store = verstore.VersionedStore.in_memory(
+        history_retention_ms=RETENTION_MS,
+        segment_interval_ms=SEGMENT_MS,
+        latest_ttl_ms=SESSIONS["latest_ttl_ms"],
+    )
+    for v in range(1, version + 1):
+        apply_kv(store, ops_by_version.get(str(v), []))
+    return store
+
+
+def sessions_keys(versions: int) -> list[bytes]:
+    return [f"s{v}-{i}".encode() for v in range(1, versions + 1) for i in range(2)]
+
+
+def sessions_checkpoint_reads(root: Path, version: int, keys: list[bytes], local: Path) -> Any:
+    """:func:`kv_reads` of the ``sessions`` store at ``version``, rebuilt read-only."""
+    part = open_partition(
+        root, "sessions", 0, version, local, read_only=True,
+        latest_ttl_ms=SESSIONS["latest_ttl_ms"],
+    )  # fmt: skip
+    try:
+        return kv_reads(part.store, keys)
+    finally:
+        part.abort()
+
+
+def write_sessions(root: Path, scratch: Path) -> dict[str, Any]:
+    """A store with a latest TTL (store format 4, a ``_meta.json`` of checkpoint format 3):
+    keys that churn and expire, reclaimed along the way."""
+    rng = random.Random(SESSIONS["seed"])
+    ops_by_version: dict[str, list[list[Any]]] = {}
+    for version in range(SESSIONS["versions"]):
+        ops = sessions_ops(rng, version + 1)
+        part = open_partition(
+            root, "sessions", 0, version, scratch / "sessions",
+            latest_ttl_ms=SESSIONS["latest_ttl_ms"],
+        )  # fmt: skip
+        apply_kv(part.store, ops)
+        part.store.reclaim_expired()
+        part.commit()
+        ops_by_version[str(version + 1)] = ops
+    keys = sessions_keys(SESSIONS["versions"])
+    reads = {}
+    for v in range(1, SESSIONS["versions"] + 1):
+        with sessions_reference(ops_by_version, v) as store:
+            reads[str(v)] = kv_reads(store, keys)
+        local = scratch / f"check-sessions-{v}"
+        assert sessions_checkpoint_reads(root, v, keys, local) == reads[str(v)]
+    return {**SESSIONS, "ops": ops_by_version, "reads": reads}
+
+
+STORES["sessions"] = write_sessions
 
 
 def main() -> None:

@@ -78,15 +78,28 @@ def generate_updates(
 
 
 def latest_reference(
-    batches: list[Rows], *, emit: str, key: str, time: str, values: list[str], deletes: str
+    batches: list[Rows],
+    *,
+    emit: str,
+    key: str,
+    time: str,
+    values: list[str],
+    deletes: str,
+    ttl: int | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
-    """The expected output of ``latest_by_timestamp(..., previous=True)`` per batch.
+    """The expected output of ``latest_by_timestamp(..., previous=True)`` per batch, on one
+    partition (one stream time), for updates within the grace period.
 
     Equal (key, time) updates of a batch: a delete wins, then the largest value tuple (the
-    arrow-row order of the tested types: strings and ints compare naturally).
+    arrow-row order of the tested types: strings and ints compare naturally). With ``ttl``
+    (docs/spark.md, "State that ends"): an update (not a delete) that becomes its key's newest
+    but is older than the stream time before its batch minus the TTL expired on arrival and
+    changes nothing; ``previous`` is the key's newest version just before the update, while it lived
+    at the update's time.
     """
     versions: dict[Any, dict[int, tuple[Any, ...] | None]] = {}
     out: dict[int, list[dict[str, Any]]] = {}
+    stream_time = -1
     for b, rows in enumerate(batches):
         winners: dict[tuple[Any, int], tuple[bool, tuple[Any, ...]]] = {}
         for r in rows:
@@ -95,30 +108,40 @@ def latest_reference(
             if slot not in winners or candidate >= winners[slot]:
                 winners[slot] = candidate
         before = {k: _newest(versions.get(k, {})) for k, _ in winners}
+        first_prev: dict[Any, tuple[Any, ...] | None] = {}
         emitted = []
+        batch_start = stream_time
         for k, t in sorted(winners):
             removed, value = winners[(k, t)]
             mine = versions.setdefault(k, {})
             prev = _newest(mine)
+            if ttl is not None and mine and max(mine) + ttl <= t:
+                prev = None  # the key's newest version had ended by the update's time
             is_latest = not mine or t >= max(mine)
+            # (a delete is never ended by the TTL: it ends its key itself)
+            arrived_expired = ttl is not None and not removed and t + ttl <= batch_start
             mine[t] = None if removed else value
-            if is_latest:
+            stream_time = max(stream_time, t)
+            if is_latest and not arrived_expired:
                 change = "delete" if removed else "upsert"
+                first_prev.setdefault(k, prev)
             elif emit == "all":
                 change = "out_of_order"
             else:
                 continue
+            changed = is_latest and not arrived_expired
             row = {key: k, time: t, "change": change}
             for i, v in enumerate(values):
                 row[v] = None if removed else value[i]
-                row["previous_" + v] = prev[i] if (prev is not None and is_latest) else None
+                row["previous_" + v] = prev[i] if (prev is not None and changed) else None
             emitted.append(row)
         if emit == "latest":
             last = {row[key]: row for row in emitted}
             emitted = []
             for k, row in last.items():
+                was = before[k] if ttl is None else first_prev[k]
                 for i, v in enumerate(values):
-                    row["previous_" + v] = before[k][i] if before[k] is not None else None
+                    row["previous_" + v] = was[i] if was is not None else None
                 emitted.append(row)
         out[b] = emitted
     return out

@@ -315,8 +315,11 @@ def spill_area(tmp_path: Path, seed: int) -> SpillArea:
     return SpillArea(tmp_path, 2_000 if seed % 2 else 1 << 40)
 
 
+@pytest.mark.parametrize("ttl", [None, 4, 12])
 @pytest.mark.parametrize("emit", ["changes", "latest", "all"])
-def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) -> None:
+def test_latest_partition_function_matches_reference(
+    emit: str, ttl: int | None, tmp_path: Path
+) -> None:
     from verstore.spark.latest_by_timestamp import _LatestPartition
 
     columns = ["customer", "t", "item", "qty", "change", "previous_item", "previous_qty"]
@@ -324,15 +327,15 @@ def test_latest_partition_function_matches_reference(emit: str, tmp_path: Path) 
     for seed in range(40):
         rng = random.Random(seed)
         batches = generate_updates(seed, batches=3, rows=rng.randrange(1, 15))
-        store = VersionedStore.in_memory(history_retention_ms=10**9)
+        store = VersionedStore.in_memory(history_retention_ms=10**9, latest_ttl_ms=ttl)
         fn = _LatestPartition(
             store="s", keys=["customer"], time_col="t", values=["item", "qty"],
-            deletes="removed", emit=emit, previous=True, out_names=columns,
+            deletes="removed", emit=emit, previous=True, out_names=columns, latest_ttl_ms=ttl,
         )  # fmt: skip
         codecs = {"s": plain_codec(pa.schema([schema.field("item"), schema.field("qty")]))}
         expected = latest_reference(
             batches, emit=emit, key="customer", time="t", values=["item", "qty"],
-            deletes="removed",
+            deletes="removed", ttl=ttl,
         )  # fmt: skip
         for b, rows in enumerate(batches):
             data = pa.RecordBatch.from_pylist([{**r, "__vs_ts": r["t"]} for r in rows], schema)

@@ -45,6 +45,21 @@ _UNITS_MS = {
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*$")
 
 
+def parse_ttl_ms(value: str | int | timedelta | None, *, name: str = "latest_ttl") -> int | None:
+    """A time-to-live in milliseconds (:func:`parse_duration_ms`), at least 1; None: none.
+
+    Raises:
+        TypeError: As :func:`parse_duration_ms`.
+        ValueError: As :func:`parse_duration_ms`, or a TTL below 1 ms.
+    """
+    if value is None:
+        return None
+    ttl = parse_duration_ms(value, name=name)
+    if ttl < 1:
+        raise ValueError(f"{name} must be at least 1 ms or None, got {value!r}")
+    return ttl
+
+
 def parse_duration_ms(value: str | int | timedelta, *, name: str = "duration") -> int:
     """A duration in milliseconds from ``"7 days"``-style text, an int (ms) or a timedelta.
 

@@ -45,8 +45,12 @@ class TaskMetrics:
     Attributes:
         partitions: 1 per task (summed: the partitions that ran).
         rows_put: Writes the stores accepted (the commits' changelog records).
-        rows_expired: Writes dropped as older than the grace period (``NOT_PUT``).
-        latest_keys: Keys with a latest value after the batch.
+        rows_expired: Writes dropped as older than the grace period (``NOT_PUT``); not keys
+            a ``latest_ttl`` ended (``keys_ttl_expired``).
+        latest_keys: Keys with a latest value after the batch (with ``latest_ttl``, a live
+            one, exact to one time bucket of the TTL).
+        keys_ttl_expired: Keys whose newest value ``latest_ttl`` ended in this batch, counted
+            when their time bucket wholly expired (docs/semantics.md §2.15).
         history_rows: Rows of history (a key's versions within one segment).
         live_segments: Live history segments.
         disk_bytes: The local copies' size on disk.
@@ -67,6 +71,7 @@ class TaskMetrics:
     rows_put: int = 0
     rows_expired: int = 0
     latest_keys: int = 0
+    keys_ttl_expired: int = 0
     history_rows: int = 0
     live_segments: int = 0
     disk_bytes: int = 0
@@ -101,12 +106,16 @@ class TaskMetrics:
         ms = round(stats.seconds * 1000)
         self.open_ms += ms
         self.rebuild_ms += ms if stats.rebuilt else 0
+        # A store counts expirations from its open (a kept store's since long before): this
+        # batch's are what ``store_state`` finds beyond the count here.
+        self.keys_ttl_expired -= part.store.stats().ttl_expired_keys
 
     def store_state(self, store: Any) -> None:
         """Adds an open store's size before its commit (the bytes on disk as of its last
         flush: a store kept open is flushed after the task)."""
         s = store.stats()
         self.latest_keys += s.latest_keys
+        self.keys_ttl_expired += s.ttl_expired_keys
         self.history_rows += s.history_rows
         self.live_segments += s.live_segments
         self.disk_bytes += s.disk_bytes

@@ -50,11 +50,15 @@ class StoreSpec:
         columns: How keys and values are encoded (recorded in the store and checked on every
             open, so that a query with other key or value types never misreads its bytes);
             None for stores whose bytes are the function's own business.
+        latest_ttl_ms: The time-to-live of keys' newest versions, in event time
+            (docs/semantics.md §2.15); None: keys never expire. Recorded by the store's
+            lineage: a query keeps the TTL it started with.
     """
 
     history_retention_ms: int
     segment_interval_ms: int | None = None
     columns: ColumnLayout | None = None
+    latest_ttl_ms: int | None = None
 
 
 @dataclass
@@ -126,6 +130,7 @@ def _open_one(
         conf.local_dir,
         history_retention_ms=spec.history_retention_ms,
         segment_interval_ms=spec.segment_interval_ms,
+        latest_ttl_ms=spec.latest_ttl_ms,
         lineage=conf.query_id,
         storage_options=conf.storage_options,
         options=CheckpointOptions(

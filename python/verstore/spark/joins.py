@@ -61,6 +61,7 @@ def asof_join(
     store: str = "asof",
     tolerance: str | int | timedelta | None = None,
     allow_exact_matches: bool = True,
+    latest_ttl: str | int | timedelta | None = None,
 ) -> Any:
     """Joins each stream row with the table version valid at the row's event time.
 
@@ -127,6 +128,12 @@ def asof_join(
             or a ``timedelta``; None (default) for any.
         allow_exact_matches: Whether a version that took effect at exactly the row's time
             matches (default True, as in ``merge_asof``).
+        latest_ttl: How long a table key stays after its newest update, in event time
+            (docs/spark.md, "State that ends"; text, ms or a timedelta, >= 1 ms); None:
+            forever. A version then matches only stream rows within the TTL of its time (as a
+            ``tolerance`` below the TTL would, and with one: the smaller wins), and the
+            store's state stays bounded by the keys updated within the TTL. A query keeps the
+            TTL it started with.
 
     Returns:
         A streaming DataFrame: the stream's columns, the ``table_values`` columns, and
@@ -136,7 +143,8 @@ def asof_join(
 
     Raises:
         ValueError: Unknown columns, an output column name clash, a bad ``how``,
-            ``num_partitions``, ``store`` or ``history_retention``.
+            ``num_partitions``, ``store``, ``history_retention``, ``tolerance`` or
+            ``latest_ttl``.
         TypeError: A time column that is neither a timestamp nor an integer.
     """
     on_cols, tie_cols = _check_asof_arguments(on, tie_breaker, how, allow_exact_matches, store)
@@ -144,6 +152,11 @@ def asof_join(
     tolerance_ms = (
         None if tolerance is None else arguments.parse_duration_ms(tolerance, name="tolerance")
     )
+    ttl_ms = arguments.parse_ttl_ms(latest_ttl)
+    if ttl_ms is not None:
+        # A version ends TTL after its time: stream rows later than that must not match it,
+        # also while the table's stream time has not reached that end yet.
+        tolerance_ms = ttl_ms - 1 if tolerance_ms is None else min(tolerance_ms, ttl_ms - 1)
     stream_fields = arguments.fields_by_name(stream)
     table_fields = arguments.fields_by_name(table_updates)
     arguments.require_columns(stream_fields, [*on_cols, stream_time], "stream")
@@ -178,7 +191,11 @@ def asof_join(
         tagged,
         keys=columns.keys,
         num_partitions=partitions,
-        stores={store: StoreSpec(history_retention_ms=retention_ms, columns=layout)},
+        stores={
+            store: StoreSpec(
+                history_retention_ms=retention_ms, columns=layout, latest_ttl_ms=ttl_ms
+            )
+        },
         fn=fn,
         schema=columns.out_schema(),
     )

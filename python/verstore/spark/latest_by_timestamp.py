@@ -64,6 +64,7 @@ def latest_by_timestamp(
     store: str = "latest",
     num_partitions: int | None = None,
     previous: bool = False,
+    latest_ttl: str | int | timedelta | None = None,
 ) -> Any:
     """A latest-by-timestamp table from a stream of updates: its change stream.
 
@@ -99,6 +100,14 @@ def latest_by_timestamp(
       replacement is a change (even with an equal value).
     * The store is the query's for the life of its checkpoint; ``num_partitions`` changes only
       through :func:`verstore.spark.repartition_store`, with the query stopped.
+    * ``latest_ttl``: a key whose newest version is older than the partition's stream time
+      minus the TTL is gone from the table (docs/spark.md, "State that ends"), in event time,
+      so a replay gives the same output. No row is emitted for an expiry; an update after
+      the key expired has ``previous`` null (the key starts a new history), and so does an
+      update more than the TTL after its predecessor; an update that is its key's newest but
+      already expired on arrival (older than the stream time minus the TTL) changes nothing
+      (``"out_of_order"`` with ``emit="all"``). The store's disk and key count then stay
+      bounded by the keys updated within the TTL. A query keeps the TTL it started with.
 
     Args:
         updates: The streaming DataFrame of updates.
@@ -113,6 +122,8 @@ def latest_by_timestamp(
         store: The store's name under the checkpoint root.
         num_partitions: Partitions of the store; default ``spark.sql.shuffle.partitions``.
         previous: Also output ``previous_<value column>`` for every value column.
+        latest_ttl: How long a key stays in the table after its newest update, in event time
+            (``"30 days"``-style text, an int in ms or a timedelta, >= 1 ms); None: forever.
 
     Returns:
         A streaming DataFrame: the key columns, ``time_col``, the value columns, ``change``
@@ -121,7 +132,7 @@ def latest_by_timestamp(
 
     Raises:
         ValueError: Unknown or repeated columns, an output name clash, a bad ``emit``,
-            ``store``, ``num_partitions`` or ``history_retention``.
+            ``store``, ``num_partitions``, ``history_retention`` or ``latest_ttl``.
         TypeError: A time column that is neither a timestamp nor an integer, or a ``deletes``
             column that is not boolean.
     """
@@ -132,6 +143,7 @@ def latest_by_timestamp(
         raise ValueError(f"emit must be 'changes', 'latest' or 'all', got {emit!r}")
     arguments.check_store_name(store)
     retention_ms = arguments.parse_duration_ms(history_retention, name="history_retention")
+    ttl_ms = arguments.parse_ttl_ms(latest_ttl)
     schema = arguments.fields_by_name(updates)
     values = _value_columns(schema, key_cols, time_col, value_cols, deletes)
     time_ms, _ = arguments.epoch_ms(schema[time_col], "time_col")
@@ -157,12 +169,14 @@ def latest_by_timestamp(
         emit=emit,
         previous=previous,
         out_names=out_names,
+        latest_ttl_ms=ttl_ms,
     )
+    spec = StoreSpec(history_retention_ms=retention_ms, columns=layout, latest_ttl_ms=ttl_ms)
     return map_partitions_with_stores(
         prepared,
         keys=key_cols,
         num_partitions=partitions,
-        stores={store: StoreSpec(history_retention_ms=retention_ms, columns=layout)},
+        stores={store: spec},
         fn=fn,
         schema=_output_schema(schema, key_cols, time_col, values, prev_names),
     )
@@ -240,6 +254,7 @@ class _LatestPartition:
     emit: str
     previous: bool
     out_names: list[str]
+    latest_ttl_ms: int | None = None
 
     def __call__(self, ctx: PartitionContext, batches: Iterator[Any]) -> Iterator[Any]:
         store, codec = ctx.store(self.store), ctx.codec(self.store)
@@ -295,10 +310,18 @@ class _LatestPartition:
         runs = kernels.run_starts([chunk.column(_ROW_TIME), chunk.column(_ROW_KEY)])
         winners = chunk.filter(pa.array(kernels.run_ends(runs)))
         need_before = self.previous or self.emit == "latest"
-        before = store.get_batch(winners.column(_ROW_KEY)).column("value") if need_before else None
-        codes = kernels.put_in_order(
-            store, winners.column(_ROW_KEY), winners.column(_ROW_VALUE), winners.column(_ROW_TIME)
-        )
+        if self.latest_ttl_ms is not None:
+            codes, before = self._put_with_ttl(store, winners)
+        else:
+            before = (
+                store.get_batch(winners.column(_ROW_KEY)).column("value") if need_before else None
+            )
+            codes = kernels.put_in_order(
+                store,
+                winners.column(_ROW_KEY),
+                winners.column(_ROW_VALUE),
+                winners.column(_ROW_TIME),
+            )
         metrics.expired(codes)
         order = kernels.sort_indices(
             {"k": winners.column(_ROW_KEY), "t": winners.column(_ROW_TIME)}, ["k", "t"]
@@ -308,6 +331,22 @@ class _LatestPartition:
         before = before.take(order) if before is not None else None
         first = kernels.group_start(kernels.run_starts([winners.column(_ROW_KEY)]))
         return winners, codes, first, before
+
+    def _put_with_ttl(self, store: Any, winners: Any) -> tuple[Any, Any]:
+        """With a TTL: puts the winners, and gives each its previous value: its key's newest
+        version just before its write (``put_batch_with_previous``), while that version lived
+        at the winner's time (stream time may not have reached the time yet, so the store's
+        own end of it may still be open)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        times = winners.column(_ROW_TIME)
+        codes, found = store.put_batch_with_previous(
+            winners.column(_ROW_KEY), winners.column(_ROW_VALUE), times
+        )
+        lived = pc.greater(pc.add(found.column("timestamp"), self.latest_ttl_ms), times)
+        none = pa.scalar(None, pa.binary())
+        return codes.to_numpy(), pc.if_else(pc.fill_null(lived, False), found.column("value"), none)
 
     def _output(self, codec: ValueCodec, rows: Any, change: Any, prev: Any) -> Any:
         import pyarrow as pa
@@ -331,9 +370,12 @@ class _LatestPartition:
         sel = np.ones(len(codes), dtype=bool) if self.emit == "all" else latest
         prev = None
         if self.previous:
-            last = kernels.last_before(latest, first)
-            v = winners.column(_ROW_VALUE)
-            prev = pc.if_else(pa.array(last >= 0), v.take(np.maximum(last, 0)), before)
+            if self.latest_ttl_ms is None:
+                last = kernels.last_before(latest, first)
+                v = winners.column(_ROW_VALUE)
+                prev = pc.if_else(pa.array(last >= 0), v.take(np.maximum(last, 0)), before)
+            else:
+                prev = before  # each row's own previous value (_put_with_ttl)
             if self.emit == "all":
                 prev = pc.if_else(pa.array(latest), prev, pa.scalar(None, pa.binary()))
             prev = prev.filter(pa.array(sel))
@@ -356,6 +398,11 @@ class _LatestPartition:
         idx = np.arange(len(codes))
         last_latest = np.maximum.accumulate(np.where(latest, idx, -1))
         sel = pa.array(latest & (last_latest[kernels.group_end(first)] == idx))
+        if self.latest_ttl_ms is not None:
+            # The value before the key's first change here, not before its last.
+            upto = np.minimum.accumulate(np.where(latest, idx, len(idx))[::-1])[::-1]
+            first_change = upto[first]
+            before = before.take(pa.array(np.minimum(first_change, len(idx) - 1)))
         rows = winners.filter(sel)
         chunk_index = pa.array(np.full(rows.num_rows, index, dtype=np.int64))
         keyed = pa.RecordBatch.from_arrays(

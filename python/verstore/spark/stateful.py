@@ -150,7 +150,11 @@ class VersionedStatefulProcessor(StatefulProcessor):
 
 
 def load_history(
-    state: Any, *, history_retention_ms: int, segment_interval_ms: int | None = None
+    state: Any,
+    *,
+    history_retention_ms: int,
+    segment_interval_ms: int | None = None,
+    latest_ttl_ms: int | None = None,
 ) -> GroupHistory:
     """The group's history from its ``GroupState`` (:data:`HISTORY_STATE_SCHEMA`), or a new one.
 
@@ -159,12 +163,18 @@ def load_history(
         history_retention_ms: The history retention (and grace period); use the same value for
             the life of the query.
         segment_interval_ms: Segment interval; None applies Kafka's default rule.
+        latest_ttl_ms: The time-to-live of the group's newest version, in event time
+            (docs/semantics.md §2.15); None: none. A history may gain one or lower it, never
+            raise or lose it. The group's state is Spark's to end: pair it with
+            ``GroupState.setTimeoutTimestamp`` to drop the group itself.
 
     Returns:
         The history; an empty one when the state does not exist.
 
     Raises:
         CorruptionError: The stored bytes are not a history.
+        IncompatibleConfigError: The stored history has another retention or interval, or a
+            higher TTL, or one when none is given.
     """
     if state.exists:
         (data,) = state.get
@@ -173,9 +183,12 @@ def load_history(
                 bytes(data),
                 history_retention_ms=history_retention_ms,
                 segment_interval_ms=segment_interval_ms,
+                latest_ttl_ms=latest_ttl_ms,
             )
     return GroupHistory(
-        history_retention_ms=history_retention_ms, segment_interval_ms=segment_interval_ms
+        history_retention_ms=history_retention_ms,
+        segment_interval_ms=segment_interval_ms,
+        latest_ttl_ms=latest_ttl_ms,
     )
 
 

@@ -48,6 +48,7 @@ def versioned_table_join(
     num_partitions: int | None = None,
     store: str = "table_join",
     lookup: str = "latest",
+    latest_ttl: str | int | timedelta | None = None,
 ) -> Any:
     """Joins two versioned tables given as update streams: the join's change stream.
 
@@ -101,6 +102,11 @@ def versioned_table_join(
         num_partitions: Partitions of the stores; default ``spark.sql.shuffle.partitions``.
         store: Prefix of the two stores' names.
         lookup: ``"as_of"`` or ``"latest"`` (above).
+        latest_ttl: How long a key stays in each side's table after its newest update, in
+            event time (docs/spark.md, "State that ends"; text, ms or a timedelta, >= 1 ms);
+            None: forever. An update then joins only the other side's versions that still
+            live; an expiry emits no row (a result is not retracted). A query keeps the TTL
+            it started with.
 
     Returns:
         A streaming DataFrame: the ``on`` columns, the left side's other columns (including
@@ -108,12 +114,13 @@ def versioned_table_join(
         ``left_`` / ``right_``.
 
     Raises:
-        ValueError: Unknown columns, a bad ``how``, ``lookup``, ``store``, ``num_partitions``
-            or ``history_retention``, or an output name clash.
+        ValueError: Unknown columns, a bad ``how``, ``lookup``, ``store``, ``num_partitions``,
+            ``history_retention`` or ``latest_ttl``, or an output name clash.
         TypeError: A time column that is neither a timestamp nor an integer.
     """
     on_cols = _check_join_arguments(on, how, lookup, store)
     retention_ms = arguments.parse_duration_ms(history_retention, name="history_retention")
+    ttl_ms = arguments.parse_ttl_ms(latest_ttl)
     columns = _JoinColumns(
         on_cols, arguments.fields_by_name(left_updates), arguments.fields_by_name(right_updates)
     )
@@ -139,7 +146,11 @@ def versioned_table_join(
         key_schema=key_schema,
     )
     specs = {
-        name: StoreSpec(retention_ms, columns=arguments.column_layout(user_keys, values))
+        name: StoreSpec(
+            retention_ms,
+            columns=arguments.column_layout(user_keys, values),
+            latest_ttl_ms=ttl_ms,
+        )
         for name, values in zip(fn.stores, value_schemas, strict=True)
     }
     return map_partitions_with_stores(
