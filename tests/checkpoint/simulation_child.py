@@ -41,7 +41,6 @@ import threading
 import traceback
 from typing import IO, Any
 
-import verstore
 import verstore._core as core
 from forwarding_storage import ForwardingStorage
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults, layout
@@ -172,7 +171,7 @@ def record(rec: Any) -> Any:
     return [None if rec.value is None else rec.value.hex(), rec.timestamp, rec.valid_to]
 
 
-def dump(store: verstore.VersionedStore, keys: list[bytes]) -> Any:
+def dump(store: Any, keys: list[bytes]) -> Any:
     """Everything a reader can observe of ``keys`` (the parent's ``normalized_dump``)."""
     return [
         store.observed_stream_time,
@@ -224,6 +223,7 @@ def run(command: dict[str, Any]) -> Any:
             lineage=command["lineage"],
             history_retention_ms=command["retention"],
             segment_interval_ms=command["interval"],
+            latest_ttl_ms=command.get("latest_ttl_ms"),
             options=CheckpointOptions(**command["options"]),
             num_partitions=command["num_partitions"],
             progress=progress,
@@ -247,6 +247,8 @@ def run(command: dict[str, Any]) -> Any:
                 part.store.put(
                     bytes.fromhex(key), None if value is None else bytes.fromhex(value), ts
                 )
+            if command.get("reclaim"):
+                part.store.reclaim_expired()  # a flush and a compaction, faults armed
         except BaseException:
             _leaked.append(part)
             part.abort()

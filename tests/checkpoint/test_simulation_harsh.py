@@ -72,6 +72,7 @@ from test_simulation import (
     _SEED,
     COMMIT_STEPS,
     EXECUTORS,
+    LATEST_TTL_MS,
     OPTIONS,
     PARTITIONS,
     RETENTION_MS,
@@ -80,6 +81,7 @@ from test_simulation import (
     Op,
     Simulation,
     batch_ops,
+    model,
 )
 from verstore.checkpoint import CommitRef, layout
 from verstore.checkpoint.layout import ROOT
@@ -293,6 +295,7 @@ class HarshSimulation(Simulation):
     late_zombie_opens = None  # type: ignore[assignment]
     crash_during_rebuild = None  # type: ignore[assignment]
     worker_ends = None  # type: ignore[assignment]
+    reclaim = None  # type: ignore[assignment]  # the task processes reclaim ("reclaim")
 
     def local(self, executor: int) -> Path:
         if self.disk is not None:
@@ -305,9 +308,7 @@ class HarshSimulation(Simulation):
         key = (task.lineage, task.partition, ref, tuple(task.keys))
         if key not in self._dumps:
             ops = [] if ref == ROOT else self.history[(task.lineage, task.partition)][ref]
-            store = verstore.VersionedStore.in_memory(
-                history_retention_ms=RETENTION_MS, segment_interval_ms=SEGMENT_MS
-            )
+            store = model(task.lineage)
             for k, value, ts in ops:
                 store.put(k, value, ts)
             self._dumps[key] = json.loads(json.dumps(dump(store, task.keys)))
@@ -555,6 +556,9 @@ class HarshSimulation(Simulation):
                 "lineage": lineage,
                 "retention": RETENTION_MS,
                 "interval": SEGMENT_MS,
+                "latest_ttl_ms": LATEST_TTL_MS[lineage],
+                # A store with a TTL drops what it expired before its commit, now and then.
+                "reclaim": LATEST_TTL_MS[lineage] is not None and batch % 3 == 0,
                 "options": CHECKPOINT_OPTIONS,
                 "num_partitions": PARTITIONS,
                 "keys": [k.hex() for k in task.keys],
