@@ -11,7 +11,10 @@
 //! written n times in one segment: linear time means a flat per-version cost), `handoff` (a
 //! store's write buffer handed to the next open: flushed, or saved to a file and loaded),
 //! `join_state` (the as-of join's state work on one partition: the in-memory store vs a
-//! structure built for nothing else, the ceiling of a store without its history format).
+//! structure built for nothing else, the ceiling of a store without its history format),
+//! `latest_ttl` (a latest TTL on and off: the same puts and reads with a TTL that never fires,
+//! the accounting alone, on the logged, buffered and in-memory stores; and a churn of fresh keys
+//! that a TTL keeps flat, with the time `reclaim_expired` takes).
 //!
 //! Run: `make bench` (all suites) or
 //! `cargo bench --profile release --bench core` (this one; the release profile shares the
@@ -511,9 +514,285 @@ fn join_state(c: &mut Criterion) {
     group.finish();
 }
 
+// --- latest_ttl ----------------------------------------------------------------------------
+
+/// The stores a latest TTL is measured on: the write-ahead log on and no write buffer
+/// (`logged`), the log off with the write buffer (`buffered`, the checkpointed mode), in memory.
+#[derive(Clone, Copy)]
+enum Backing {
+    Logged,
+    Buffered,
+    InMemory,
+}
+
+impl Backing {
+    const ALL: [Self; 3] = [Self::Logged, Self::Buffered, Self::InMemory];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Logged => "logged",
+            Self::Buffered => "buffered",
+            Self::InMemory => "in_memory",
+        }
+    }
+
+    /// A new store of this backing in `dir` (unused in memory).
+    fn open(self, dir: &std::path::Path, config: StoreConfig) -> VersionedStore {
+        match self {
+            Self::Logged => VersionedStore::open_with(dir, config, RocksOptions::default()),
+            Self::Buffered => VersionedStore::open_with(dir, config, wal_off()),
+            Self::InMemory => Ok(VersionedStore::in_memory(config)),
+        }
+        .expect("open")
+    }
+}
+
+/// A TTL far beyond every time the workload writes: nothing expires, so a store with it does
+/// what a store without does plus the TTL's accounting and checks.
+const NEVER_MS: i64 = 1 << 50;
+
+/// TTL off and a TTL that never fires: `(name, latest_ttl_ms)`.
+const TTL_SETTINGS: [(&str, Option<i64>); 2] = [("off", None), ("on", Some(NEVER_MS))];
+
+fn ttl_config(config: StoreConfig, ttl: Option<i64>) -> StoreConfig {
+    config.with_latest_ttl(ttl).expect("latest_ttl_ms")
+}
+
+/// The workload's puts (`fill`), not inlined, so that callgrind can count its instructions
+/// alone (`--toggle-collect=*ttl_fill*`, BENCHMARKS.md "Latest TTL").
+#[inline(never)]
+fn ttl_fill(store: &mut VersionedStore, w: &Workload) {
+    fill(store, w);
+}
+
+/// One batch read, not inlined for the same reason (`--toggle-collect=*ttl_read*`).
+#[inline(never)]
+fn ttl_read(store: &mut VersionedStore, keys: &[&[u8]], times: &[i64]) -> verstore::RecordColumns {
+    let found = store.get_batch(keys, AsOf::PerRow(times)).expect("get");
+    assert!(found.present.iter().all(|&p| p));
+    found
+}
+
+/// Rounds of fresh keys, as sessions or orders that stop changing: round r writes
+/// `per_round` keys never written before (16 random bytes, 32-byte values) at times spread over
+/// `[r·ROUND_MS, (r + 1)·ROUND_MS)`, in batches of 10 000, and every tenth round flushes (a
+/// checkpoint's work, which moves a buffered store's durable horizon). History retention is
+/// one round, the TTL three.
+struct Churn {
+    per_round: usize,
+    keys: Vec<u8>,
+    values: Vec<u8>,
+}
+
+const ROUND_MS: i64 = 10_000;
+const CHURN_ROUNDS: usize = 100;
+const CHURN_TTL_MS: i64 = 3 * ROUND_MS;
+/// Rounds after which `latest_ttl` prints the stores' `latest_keys` and `disk_bytes`.
+const CHURN_REPORTED: [usize; 4] = [25, 50, 75, 100];
+
+impl Churn {
+    fn new(per_round: usize) -> Self {
+        let mut rng = Rng(0xc4_0e2);
+        let rows = per_round * CHURN_ROUNDS;
+        Self {
+            per_round,
+            keys: rng.bytes(16 * rows),
+            values: rng.bytes(32 * rows),
+        }
+    }
+
+    fn config(ttl: Option<i64>) -> StoreConfig {
+        let config = StoreConfig::new(ROUND_MS, None).expect("config");
+        ttl_config(config, ttl.map(|_| CHURN_TTL_MS))
+    }
+
+    /// Writes the rounds into `store`; after each of `CHURN_REPORTED`, its stats:
+    /// `(latest_keys, disk_bytes)`.
+    fn run(&self, store: &mut VersionedStore) -> Vec<(u64, u64)> {
+        let mut reported = Vec::new();
+        for round in 0..CHURN_ROUNDS {
+            let first = round * self.per_round;
+            for start in (first..first + self.per_round).step_by(BATCH) {
+                let end = (start + BATCH).min(first + self.per_round);
+                store
+                    .put_batch((start..end).map(|row| self.row(round, row)))
+                    .expect("put");
+            }
+            if (round + 1) % 10 == 0 {
+                store.flush().expect("flush");
+            }
+            if CHURN_REPORTED.contains(&(round + 1)) {
+                let stats = store.stats().expect("stats");
+                reported.push((stats.latest_keys, stats.disk_bytes));
+            }
+        }
+        reported
+    }
+
+    fn row(&self, round: usize, row: usize) -> (&[u8], Option<&[u8]>, i64) {
+        let at = i64::try_from(row - round * self.per_round).unwrap_or(0);
+        let spread = ROUND_MS / i64::try_from(self.per_round).unwrap_or(1).max(1);
+        let time = i64::try_from(round).unwrap_or(0) * ROUND_MS + at * spread.max(1);
+        let key = &self.keys[16 * row..16 * (row + 1)];
+        (key, Some(&self.values[32 * row..32 * (row + 1)]), time)
+    }
+
+    /// `dead` keys at times of round 0, then `live` keys late enough that every one of the
+    /// dead is reclaimable (three rounds of TTL, one of retention, and a bucket past them).
+    fn dead_and_live(&self, store: &mut VersionedStore, dead: usize, live: usize) {
+        let late = 6 * ROUND_MS;
+        let rows = (0..dead + live).map(|row| {
+            let time = if row < dead { 0 } else { late };
+            let key = &self.keys[16 * row..16 * (row + 1)];
+            (key, Some(&self.values[32 * row..32 * (row + 1)]), time)
+        });
+        let rows: Vec<_> = rows.collect();
+        for chunk in rows.chunks(BATCH) {
+            store.put_batch(chunk.iter().copied()).expect("put");
+        }
+    }
+}
+
+type Group<'c> = criterion::BenchmarkGroup<'c, criterion::measurement::WallTime>;
+
+fn latest_ttl(c: &mut Criterion) {
+    let keys = env("VERSTORE_BENCH_KEYS", 50_000);
+    let w = workload(keys);
+    let mut group = c.benchmark_group("latest_ttl");
+    ttl_puts(&mut group, &w);
+    ttl_reads(&mut group, &w);
+    ttl_churn(&mut group, keys);
+    ttl_reclaim(&mut group, keys);
+    group.finish();
+}
+
+/// The accounting alone: the `put_batch` workload, TTL off and never firing.
+fn ttl_puts(group: &mut Group<'_>, w: &Workload) {
+    group.throughput(Throughput::Elements(w.rows.len() as u64));
+    for backing in Backing::ALL {
+        for (setting, ttl) in TTL_SETTINGS {
+            let name = format!("put_{}_{setting}", backing.name());
+            group.bench_function(name, |b| {
+                b.iter_batched(
+                    || tempfile::tempdir().expect("tempdir"),
+                    |dir| {
+                        let mut store = backing.open(dir.path(), ttl_config(config(), ttl));
+                        ttl_fill(&mut store, w);
+                        drop(store);
+                        dir
+                    },
+                    BatchSize::PerIteration,
+                );
+            });
+        }
+    }
+}
+
+/// The accounting and checks alone: the `get_batch` workload, TTL off and never firing.
+fn ttl_reads(group: &mut Group<'_>, w: &Workload) {
+    let keys = w.keys.len();
+    let probes: Vec<&[u8]> = w.probes.iter().map(|&k| w.keys[k].as_slice()).collect();
+    let last = i64::try_from((VERSIONS - 1) * keys).unwrap_or(0);
+    let at = |k: usize| i64::try_from(k).unwrap_or(0);
+    let newest: Vec<i64> = w.probes.iter().map(|&k| last + at(k)).collect();
+    let history: Vec<i64> = (w.probes.iter().enumerate())
+        .map(|(i, &k)| at((i % (VERSIONS - 1)) * keys + k))
+        .collect();
+    group.throughput(Throughput::Elements(probes.len() as u64));
+    for backing in Backing::ALL {
+        for (setting, ttl) in TTL_SETTINGS {
+            for (read, times) in [("newest", &newest), ("history", &history)] {
+                let name = format!("get_{read}_{}_{setting}", backing.name());
+                // Built at the first sample, so that a run filtered to other benchmarks does not
+                // pay for it.
+                let mut built = None;
+                group.bench_function(name, |b| {
+                    let (_, store) = built.get_or_insert_with(|| {
+                        let dir = tempfile::tempdir().expect("tempdir");
+                        let mut store = backing.open(dir.path(), ttl_config(config(), ttl));
+                        fill(&mut store, w);
+                        store.flush().expect("flush");
+                        (dir, store)
+                    });
+                    b.iter(|| black_box(ttl_read(store, &probes, times)));
+                });
+            }
+        }
+    }
+}
+
+/// Churn: fresh keys that stop changing, without a TTL and with one of three rounds.
+fn ttl_churn(group: &mut Group<'_>, keys: usize) {
+    let churn = std::cell::OnceCell::new();
+    let churn = || churn.get_or_init(|| Churn::new(keys / 5));
+    group.throughput(Throughput::Elements((keys / 5 * CHURN_ROUNDS) as u64));
+    for backing in Backing::ALL {
+        for setting in ["off", "on"] {
+            let ttl = (setting == "on").then_some(CHURN_TTL_MS);
+            let name = format!("churn_{}_{setting}", backing.name());
+            let mut reported = false;
+            group.bench_function(name.clone(), |b| {
+                b.iter_batched(
+                    || tempfile::tempdir().expect("tempdir"),
+                    |dir| {
+                        let mut store = backing.open(dir.path(), Churn::config(ttl));
+                        let stats = churn().run(&mut store);
+                        if !std::mem::replace(&mut reported, true) {
+                            // Once: how state grows (TTL off) or stays flat (on), by round.
+                            println!("{name}: (latest_keys, disk_bytes) after rounds {CHURN_REPORTED:?}: {stats:?}");
+                        }
+                        drop(store);
+                        dir
+                    },
+                    BatchSize::PerIteration,
+                );
+            });
+        }
+    }
+}
+
+/// The time a reclamation takes: a buffered store of `2 · keys` dead keys and one more live
+/// key, all in its write buffer and memtables; `reclaim_expired` (a flush, then the compaction
+/// of the latest values) against a flush of the same store without a TTL. One live key more
+/// than dead, so that the flush does not start the store's own reclamation (due once as many
+/// are reclaimable as are live) before `reclaim_expired` runs its own.
+fn ttl_reclaim(group: &mut Group<'_>, keys: usize) {
+    let (dead, live) = (2 * keys, 2 * keys + 1);
+    group.throughput(Throughput::Elements((dead + live) as u64));
+    for setting in ["off", "on"] {
+        let ttl = (setting == "on").then_some(CHURN_TTL_MS);
+        let name = if ttl.is_some() {
+            "reclaim_buffered"
+        } else {
+            "flush_buffered"
+        };
+        group.bench_function(name, |b| {
+            let many = std::cell::OnceCell::new();
+            let many = || many.get_or_init(|| Churn::new((dead + live).div_ceil(CHURN_ROUNDS)));
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let mut store = Backing::Buffered.open(dir.path(), Churn::config(ttl));
+                    many().dead_and_live(&mut store, dead, live);
+                    (dir, store)
+                },
+                |(dir, mut store)| {
+                    if ttl.is_some() {
+                        store.reclaim_expired().expect("reclaim");
+                    } else {
+                        store.flush().expect("flush");
+                    }
+                    (dir, store)
+                },
+                BatchSize::PerIteration,
+            );
+        });
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
-    targets = put_batch, get_batch, hot_key, handoff, join_state
+    targets = put_batch, get_batch, hot_key, handoff, join_state, latest_ttl
 }
 criterion_main!(benches);

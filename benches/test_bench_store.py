@@ -1,7 +1,9 @@
 """Throughput of verstore's calls against the baselines, one group per question.
 
 * ``put_single``: one call per row (250k-style workload, see ``conftest.Workload``);
-* ``put_batch``: the same rows in calls of 10 000;
+* ``put_batch``: the same rows in calls of 10 000, and (``..._ttl``) with a ``latest_ttl_ms``
+  that never fires in the run: what the TTL's accounting costs a put (BENCHMARKS.md, "Latest
+  TTL");
 * ``put_batch_reopened``: the later rounds in calls of 10 000 on a reopened store holding the
   first (a stream task's micro-batch);
 * ``get_as_of_single``: random as-of reads, one call per read;
@@ -28,14 +30,19 @@ from .baselines import DictHistory, NaiveRocksHistory, RawRocks, SqliteHistory
 from .conftest import BATCH_ROWS, RETENTION_MS, Workload, expected_as_of, per_row
 
 ROUNDS = 3
+#: A latest TTL beyond every time the workload writes: nothing expires.
+NEVER_MS = 10**12
 _fresh = itertools.count()
 
 
-def _store(tmp_path: Path, *, wal: bool = False) -> verstore.VersionedStore:
+def _store(
+    tmp_path: Path, *, wal: bool = False, latest_ttl_ms: int | None = None
+) -> verstore.VersionedStore:
     return verstore.VersionedStore(
         tmp_path / f"store-{next(_fresh)}",
         history_retention_ms=RETENTION_MS,
         write_ahead_log=wal,
+        latest_ttl_ms=latest_ttl_ms,
     )
 
 
@@ -126,8 +133,14 @@ def test_put_single_dict_bisect(benchmark: Any, workload: Workload) -> None:
 
 
 @pytest.mark.benchmark(group="put_batch")
-@pytest.mark.parametrize("wal", [False, True], ids=["wal_off", "wal_on"])
-def test_put_batch_verstore(benchmark: Any, workload: Workload, tmp_path: Path, wal: bool) -> None:
+@pytest.mark.parametrize(
+    ("wal", "latest_ttl_ms"),
+    [(False, None), (True, None), (False, NEVER_MS), (True, NEVER_MS)],
+    ids=["wal_off", "wal_on", "wal_off_ttl", "wal_on_ttl"],
+)
+def test_put_batch_verstore(
+    benchmark: Any, workload: Workload, tmp_path: Path, wal: bool, latest_ttl_ms: int | None
+) -> None:
     def run(store: verstore.VersionedStore) -> None:
         for keys, values, times in workload.batches():
             codes = store.put_batch(keys, values, times)
@@ -135,18 +148,25 @@ def test_put_batch_verstore(benchmark: Any, workload: Workload, tmp_path: Path, 
         assert store.observed_stream_time == workload.rows - 1
         store.close()
 
-    benchmark.pedantic(run, setup=_each_round(lambda: _store(tmp_path, wal=wal)), rounds=ROUNDS)
+    make = lambda: _store(tmp_path, wal=wal, latest_ttl_ms=latest_ttl_ms)  # noqa: E731
+    benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
     per_row(benchmark, workload.rows)
 
 
 @pytest.mark.benchmark(group="put_batch")
-def test_put_batch_verstore_in_memory(benchmark: Any, workload: Workload) -> None:
+@pytest.mark.parametrize("latest_ttl_ms", [None, NEVER_MS], ids=["no_ttl", "ttl"])
+def test_put_batch_verstore_in_memory(
+    benchmark: Any, workload: Workload, latest_ttl_ms: int | None
+) -> None:
     def run(store: verstore.VersionedStore) -> None:
         for keys, values, times in workload.batches():
             store.put_batch(keys, values, times)
         assert store.observed_stream_time == workload.rows - 1
+        assert store.stats().latest_keys == len(set(workload.key_list))
 
-    make = lambda: verstore.VersionedStore.in_memory(history_retention_ms=RETENTION_MS)  # noqa: E731
+    make = lambda: verstore.VersionedStore.in_memory(  # noqa: E731
+        history_retention_ms=RETENTION_MS, latest_ttl_ms=latest_ttl_ms
+    )
     benchmark.pedantic(run, setup=_each_round(make), rounds=ROUNDS)
     per_row(benchmark, workload.rows)
 

@@ -74,6 +74,9 @@ impl LatestCache {
     }
 
     /// `f(entry)` when the cache knows `key` (`entry` is `None` when RocksDB holds none).
+    /// Inlined into the batch read's loop: called there out of line, it cost 10 to 50
+    /// instructions a lookup (BENCHMARKS.md, "Latest TTL").
+    #[inline]
     pub(crate) fn with<T>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> T) -> Option<T> {
         let entries = self.inner.borrow();
         match entries.map.get(key).or_else(|| entries.ahead.get(key)) {

@@ -75,6 +75,11 @@ impl LatestTtl {
     /// TTL, it finds a version at `timestamp` valid to `valid_to` (`None`: the newest): the
     /// valid-to to report, or [`Seen::Ended`] where the key had expired. Below the `horizon` only a live
     /// newest value is visible, as without a TTL only the newest is.
+    ///
+    /// Not inlined: every read path calls it per row, and inlined into them it cost a store
+    /// without a TTL, which never calls it, 20 to 40 instructions a batch lookup in the code
+    /// around it (BENCHMARKS.md, "Latest TTL").
+    #[inline(never)]
     pub(crate) fn point_read(
         &self,
         timestamp: i64,

@@ -214,7 +214,7 @@ def targets(py: list[Result], rust: list[Result]) -> list[str]:
         ),
         (
             "in-memory store ≥ 1M rows/s in batches (put)",
-            get(py, ("put_batch", r"in_memory")),
+            get(py, ("put_batch", r"in_memory(\[no_ttl\])?$")),
             None,
             1_000_000,
             "rate",
