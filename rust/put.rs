@@ -107,17 +107,10 @@ impl Txn<'_> {
         self.write(storage_key(segment, key), Some(row.encode().into()));
     }
 
-    /// Writes the key's latest-value entry (`None` removes it; `before`: the timestamp of the
-    /// one there was) and counts the change.
-    fn set_latest(
-        &mut self,
-        latest_key: StorageKey,
-        ts: i64,
-        value: Option<&[u8]>,
-        before: Option<i64>,
-    ) {
-        self.count_latest(i64::from(value.is_some()) - i64::from(before.is_some()));
-        self.state.note_latest(before, value.map(|_| ts));
+    /// Writes the key's latest-value entry (`None` removes it; `existed`: there was one) and
+    /// counts the change (a store with a latest TTL counts it by bucket: `note_latest`).
+    fn set_latest(&mut self, latest_key: StorageKey, ts: i64, value: Option<&[u8]>, existed: bool) {
+        self.count_latest(i64::from(value.is_some()) - i64::from(existed));
         self.write(latest_key, value.map(|v| latest_value::encode(ts, v)));
     }
 
@@ -165,11 +158,13 @@ impl Txn<'_> {
         if let Some(operand) = moved {
             let segment = self.state.config.segment_id(ts);
             self.append_encoded(storage_key(segment, key), operand);
-            self.set_latest(latest_key, ts, value, Some(latest_ts));
+            self.state.note_latest(Some(latest_ts), value.map(|_| ts));
+            self.set_latest(latest_key, ts, value, true);
             return Ok(Step::Placed(None));
         }
         if ts == latest_ts {
-            self.set_latest(latest_key, ts, value, Some(latest_ts));
+            self.state.note_latest(Some(latest_ts), value.map(|_| ts));
+            self.set_latest(latest_key, ts, value, true);
             if value.is_none() {
                 // §Q1: record the tombstone instead of just deleting the latest value.
                 self.end_with_tombstone(key, ts)?;
@@ -278,7 +273,8 @@ impl Txn<'_> {
                     // The lone tombstone at `ts` is replaced by this value.
                     self.write(storage_key(target, key), None);
                 }
-                self.set_latest(storage_key(LATEST_SEGMENT, key), ts, Some(v), None);
+                self.state.note_latest(None, Some(ts));
+                self.set_latest(storage_key(LATEST_SEGMENT, key), ts, Some(v), false);
                 Ok(None)
             }
             (None, None) => {
