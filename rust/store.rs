@@ -27,6 +27,7 @@ use crate::record::{PutOutcome, VersionedRecord};
 use crate::scan::pipe::OpenScans;
 use crate::spool::Spool;
 use crate::state::State;
+use crate::txn::Txn;
 use crate::view::buffered::BufferedView;
 
 mod expiry;
@@ -323,24 +324,11 @@ impl VersionedStore {
         &mut self,
         rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
     ) -> Result<Vec<PutOutcome>> {
-        for (index, (_, value, timestamp)) in rows.clone().enumerate() {
-            check_write(value, timestamp, Some(index))?;
-        }
-        self.warm_latest_cache(rows.len())?;
-        let outcomes = self.transaction(|txn| {
-            txn.reserve(rows.len());
-            let mut ahead = rows.clone().map(|(key, _, _)| key);
-            let mut outcomes = Vec::with_capacity(rows.len());
-            for (i, (key, value, ts)) in rows.enumerate() {
-                if i % READ_AHEAD_ROWS == 0 {
-                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
-                }
-                outcomes.push(txn.put(key, value, ts)?);
-            }
-            Ok(outcomes)
-        });
-        self.end_read_ahead();
-        outcomes
+        #[expect(
+            clippy::redundant_closure_for_method_calls,
+            reason = "`Txn::put` names one transaction lifetime; the closure takes any"
+        )]
+        self.put_rows(rows, |txn, key, value, ts| txn.put(key, value, ts))
     }
 
     /// [`VersionedStore::put_batch`], with each row's previous record: the one valid at the
@@ -353,6 +341,18 @@ impl VersionedStore {
         &mut self,
         rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
     ) -> Result<Vec<(PutOutcome, Option<VersionedRecord>)>> {
+        self.put_rows(rows, |txn, key, value, ts| {
+            txn.put_returning_previous(key, value, ts)
+        })
+    }
+
+    /// Validates every row, then runs `put` on each in order in one transaction, reading
+    /// their latest values ahead in sorted rounds.
+    fn put_rows<'a, T>(
+        &mut self,
+        rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
+        put: impl Fn(&mut Txn<'_>, &[u8], Option<&[u8]>, i64) -> Result<T>,
+    ) -> Result<Vec<T>> {
         for (index, (_, value, timestamp)) in rows.clone().enumerate() {
             check_write(value, timestamp, Some(index))?;
         }
@@ -365,7 +365,7 @@ impl VersionedStore {
                 if i % READ_AHEAD_ROWS == 0 {
                     txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
                 }
-                outcomes.push(txn.put_returning_previous(key, value, ts)?);
+                outcomes.push(put(txn, key, value, ts)?);
             }
             Ok(outcomes)
         });
