@@ -25,9 +25,12 @@ use crate::backend::Backend;
 use crate::bounded::BoundedMap;
 use crate::error::Result;
 use crate::format::key::LATEST_SEGMENT;
+use crate::format::latest_value;
 
 /// Estimated bytes per entry besides its key and value (map slot, two vector headers, heap).
 const ENTRY_OVERHEAD: usize = 96;
+/// Bytes guessed per entry's key and value before reading it (storage key and a small value).
+const GUESS: usize = 64;
 
 pub(crate) struct LatestCache {
     inner: RefCell<Entries>,
@@ -92,6 +95,29 @@ impl LatestCache {
         entries.complete || entries.map.get(key).is_some() || entries.ahead.contains_key(key)
     }
 
+    /// Whether the cache will miss latest values of a store holding about `count` of them:
+    /// it has had to leave entries out, or they would not fit. A put of a key it does not know
+    /// may then skip reading its latest value (`crate::put`). While they would fit, the store
+    /// reads them (and fills the cache with them, `warm_for`) instead.
+    pub(crate) fn misses(&self, count: u64) -> bool {
+        let entries = self.inner.borrow();
+        let needed = usize::try_from(count)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(ENTRY_OVERHEAD + GUESS);
+        !entries.complete && (entries.forgets > 0 || needed > entries.map.budget())
+    }
+
+    /// Records that RocksDB applied `pushes` (`format::latest_value`) to the entry under
+    /// `key`: an entry the cache knows is merged with them; one it does not stays unknown.
+    pub(crate) fn apply_pushes(&self, key: &[u8], pushes: &[u8]) {
+        let merged = self.with(key, |entry| {
+            latest_value::merge(entry, std::iter::once(pushes)).bytes
+        });
+        if let Some(merged) = merged {
+            self.insert(key.to_vec(), Some(merged));
+        }
+    }
+
     /// Reads the entries of `keys` (storage keys of latest values) that the cache does not
     /// know in one sorted batch (`MultiGet`), and keeps them until [`Self::end_read_ahead`].
     ///
@@ -137,8 +163,6 @@ impl LatestCache {
     /// several times faster, and a complete cache also answers for keys that have none.
     pub(crate) fn warm_for(&self, backend: &dyn Backend, count: u64, rows: usize) -> Result<()> {
         const WARM_SHARE: u64 = 4;
-        /// Bytes guessed per entry before reading it (storage key and a small value).
-        const GUESS: usize = 64;
         {
             let mut entries = self.inner.borrow_mut();
             if entries.warmed || entries.complete || entries.map.budget() == 0 {

@@ -15,10 +15,23 @@
 //!
 //! Deviation from Kafka (docs/semantics.md §Q1): a tombstone that replaces the latest value at
 //! the same timestamp is kept (as a tombstone entry), so later older writes are bounded by it.
+//!
+//! **The read-free path** (docs/semantics.md §2.16). Step (1) reads the key's latest value to
+//! move it into a history row. A value put at or after the observed stream time is the key's
+//! newest version whatever the key holds, so where that read would go to RocksDB (the cache of
+//! latest values does not know the key, and cannot hold them all), the put writes a *push*
+//! instead: a merge operand under the key's latest value that makes it the newest and keeps
+//! the value it replaces in the entry's *unsettled history* (`format/latest_value.rs`). Its
+//! outcome is known without the read: accepted, the newest version. The replaced versions
+//! reach their rows, with the appends step (1) would have written, when a put reads the entry
+//! ([`Txn::settle_history`], at the start of the algorithm below), or in one pass over the
+//! store (`VersionedStore::settle`); reads find them in the entry until then. Tombstones,
+//! writes below the stream time, stores with a latest TTL and in-memory stores take the
+//! algorithm below.
 
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, StorageKey, storage_key};
-use crate::format::latest_value;
+use crate::format::{latest_value, meta};
 use crate::format::segment_value::{Entry, SegmentRow, encode_append};
 use crate::read::{self, row_location};
 use crate::record::{PutOutcome, VersionedRecord};
@@ -44,18 +57,42 @@ struct Newer {
 }
 
 impl Txn<'_> {
-    /// Kafka's `put`: grace check, stream-time update, then placement.
+    /// Kafka's `put`: grace check, stream-time update, then placement (or a push).
     pub(crate) fn put(
         &mut self,
         key: &[u8],
         value: Option<&[u8]>,
         timestamp: i64,
     ) -> Result<PutOutcome> {
+        self.put_with(key, value, timestamp, true)
+    }
+
+    /// [`Txn::put`], on the read-free path only when `read_free` allows it.
+    fn put_with(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        read_free: bool,
+    ) -> Result<PutOutcome> {
         if self.is_expired(timestamp) {
             return Ok(PutOutcome::Expired);
         }
+        if let Some(v) = value
+            && read_free
+            && self.may_push(key, timestamp)
+        {
+            self.push(key, v, timestamp)?;
+            if let Some(log) = &mut self.log {
+                log.push(key, value, timestamp);
+            }
+            return Ok(PutOutcome::Stored { valid_to: None });
+        }
         self.advance_stream_time(timestamp);
         let mut valid_to = self.place(key, value, timestamp)?;
+        if value.is_none() && timestamp == self.state.stream_time {
+            self.state.tombstone_at_stream_time = true;
+        }
         self.state.retire_expired();
         if let Some(ttl) = self.state.config.latest_ttl()
             && value.is_some()
@@ -87,7 +124,73 @@ impl Txn<'_> {
             return Ok((PutOutcome::Expired, None));
         }
         let before = read::as_of(&*self, self.state, key, timestamp)?;
-        Ok((self.put(key, value, timestamp)?, before))
+        // The entry was just read: the algorithm places the version with what it holds.
+        Ok((self.put_with(key, value, timestamp, false)?, before))
+    }
+
+    /// Whether a value put at `ts` may take the read-free path: it is the key's newest version
+    /// whatever the key holds (at or after stream time, and not at a stream time a tombstone
+    /// may have been written at, which the algorithm would replace), and the latest value is
+    /// not known without a read from RocksDB. The overlay's own pushes on the key are bounded:
+    /// past them the put reads the entry once, which settles it.
+    pub(crate) fn may_push(&self, key: &[u8], ts: i64) -> bool {
+        /// Pushes a transaction or write buffer holds for one key before a put reads it.
+        const PUSHES_BEFORE_A_READ: usize = 4;
+        let state = &*self.state;
+        let in_order = ts > state.stream_time
+            || (ts == state.stream_time && !state.tombstone_at_stream_time);
+        in_order
+            && state.config.latest_ttl().is_none()
+            && self.latest_needs_a_read(&storage_key(LATEST_SEGMENT, key), PUSHES_BEFORE_A_READ)
+    }
+
+    /// The read-free put of `value` at `ts` (`may_push`): stream time advances, and a push
+    /// makes the value the key's newest version. The first push of a store makes it format 5,
+    /// in the same write.
+    fn push(&mut self, key: &[u8], value: &[u8], ts: i64) -> Result<()> {
+        #[cfg(test)]
+        fault::check()?;
+        self.advance_stream_time(ts);
+        let mut operand = Vec::with_capacity(12 + value.len());
+        latest_value::encode_push(ts, value, &mut operand);
+        self.append_encoded(storage_key(LATEST_SEGMENT, key), operand);
+        self.state.unsettled_puts += 1;
+        if self.state.format_version < meta::FORMAT_VERSION {
+            let version = meta::encode_format_version(meta::FORMAT_VERSION);
+            self.write_metadata(meta::FORMAT_VERSION_KEY, version);
+            self.state.format_version = meta::FORMAT_VERSION;
+        }
+        Ok(())
+    }
+
+    /// Moves the unsettled history of the latest-value entry `entry` of `key` into the rows
+    /// the put algorithm would have appended it to (one append per version, in its order), and
+    /// writes the newest version alone. A version whose row's segment has expired goes with it.
+    pub(crate) fn settle_history(&mut self, key: &[u8], entry: &[u8]) -> Result<()> {
+        let latest = latest_value::decode(entry)?;
+        let config = self.state.config;
+        let lowest_live = config.segment_id(self.state.clock().horizon);
+        for version in latest.history() {
+            let segment = config.segment_id(version.valid_to);
+            if segment >= lowest_live {
+                self.append_encoded(storage_key(segment, key), version.append.to_vec());
+            }
+        }
+        let plain = latest_value::encode(latest.timestamp, latest.value);
+        self.write(storage_key(LATEST_SEGMENT, key), Some(plain));
+        Ok(())
+    }
+
+    /// Settles `key`'s latest-value entry when it holds unsettled history.
+    pub(crate) fn settle_key(&mut self, key: &[u8]) -> Result<()> {
+        let entry = read_map(&*self, &storage_key(LATEST_SEGMENT, key), |bytes| {
+            let unsettled = bytes.map(latest_value::decode).transpose()?;
+            Ok(bytes.filter(|_| unsettled.is_some_and(|l| l.has_history())).map(<[u8]>::to_vec))
+        })?;
+        match entry {
+            Some(entry) => self.settle_history(key, &entry),
+            None => Ok(()),
+        }
     }
 
     fn is_expired(&self, timestamp: i64) -> bool {
@@ -134,26 +237,37 @@ impl Txn<'_> {
 
     /// Step 1: the latest-value store. A newer version moves the latest value into the row
     /// of its new valid-to's segment as a row append (encoded straight from the read bytes).
+    /// An entry with unsettled history is settled first (`settle_history`), so that every
+    /// version but the newest is in the rows the steps below search.
     fn place_at_latest(&mut self, key: &[u8], value: Option<&[u8]>, ts: i64) -> Result<Step> {
         let latest_key = storage_key(LATEST_SEGMENT, key);
         let latest = read_map(&*self, &latest_key, |bytes| {
             let Some(bytes) = bytes else {
                 return Ok(None);
             };
-            let (latest_ts, latest) = latest_value::decode(bytes)?;
+            let latest = latest_value::decode(bytes)?;
+            if latest.has_history() {
+                return Ok(Some(Err(bytes.to_vec())));
+            }
+            let latest_ts = latest.timestamp;
             let moved = (ts > latest_ts).then(|| {
-                let mut operand = Vec::with_capacity(24 + latest.len());
+                let mut operand = Vec::with_capacity(24 + latest.value.len());
                 let previous = Entry {
                     timestamp: latest_ts,
-                    value: Some(latest),
+                    value: Some(latest.value),
                 };
                 encode_append(previous, ts, &mut operand);
                 operand
             });
-            Ok(Some((latest_ts, moved)))
+            Ok(Some(Ok((latest_ts, moved))))
         })?;
-        let Some((latest_ts, moved)) = latest else {
-            return Ok(Step::Below(Newer::default()));
+        let (latest_ts, moved) = match latest {
+            None => return Ok(Step::Below(Newer::default())),
+            Some(Err(unsettled)) => {
+                self.settle_history(key, &unsettled)?;
+                return self.place_at_latest(key, value, ts);
+            }
+            Some(Ok(found)) => found,
         };
         if let Some(operand) = moved {
             let segment = self.state.config.segment_id(ts);

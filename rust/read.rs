@@ -97,11 +97,11 @@ pub(crate) fn latest(
         let Some(bytes) = bytes else {
             return Ok(None);
         };
-        let (timestamp, value) = latest_value::decode(bytes)?;
-        Ok(match ttl_point(state, timestamp, None, None) {
+        let latest = latest_value::decode(bytes)?;
+        Ok(match ttl_point(state, latest.timestamp, None, None) {
             Seen::ValidTo(valid_to) => Some(VersionedRecord {
-                value: value.to_vec(),
-                timestamp,
+                value: latest.value.to_vec(),
+                timestamp: latest.timestamp,
                 valid_to,
             }),
             Seen::Ended => None,
@@ -111,6 +111,15 @@ pub(crate) fn latest(
 
 fn horizon(state: &State) -> i64 {
     state.clock().horizon
+}
+
+/// Whether a version valid until `valid_to` is gone with its segment: expiry dropped the
+/// segment of its valid-to, or will drop it before it could ever be stored there. A version of
+/// a latest value's unsettled history (`format::latest_value`) is left out of reads then, as
+/// the version in its row would be.
+fn in_expired_segment(state: &State, valid_to: i64) -> bool {
+    let config = state.config;
+    config.segment_id(valid_to) < config.segment_id(horizon(state))
 }
 
 /// What a point read at `as_of` (`None`: the newest) answers of the version it found at
@@ -214,19 +223,25 @@ pub(crate) fn as_of(
         let Some(bytes) = bytes else {
             return Ok(Err(None));
         };
-        let (timestamp, value) = latest_value::decode(bytes)?;
-        Ok(if timestamp <= as_of {
-            Ok(VersionedRecord {
-                value: value.to_vec(),
-                timestamp,
-                valid_to: None,
-            })
-        } else {
-            Err(Some(timestamp))
+        let latest = latest_value::decode(bytes)?;
+        let record = |timestamp, valid_to, value: &[u8]| VersionedRecord {
+            value: value.to_vec(),
+            timestamp,
+            valid_to,
+        };
+        if latest.timestamp <= as_of {
+            return Ok(Ok(Some(record(latest.timestamp, None, latest.value))));
+        }
+        if as_of < horizon(state) {
+            return Ok(Ok(None));
+        }
+        Ok(match latest.replaced_at(as_of) {
+            Some(v) => Ok(Some(record(v.timestamp, Some(v.valid_to), v.value))),
+            None => Err(Some(latest.oldest())),
         })
     })?;
     let latest = match newest {
-        Ok(record) => return Ok(ttl_record(state, as_of, record)),
+        Ok(record) => return Ok(record.and_then(|r| ttl_record(state, as_of, r))),
         Err(latest) => latest,
     };
     let Some(mut probe) = Probe::start(state, latest, as_of) else {
@@ -324,13 +339,29 @@ fn walk_versions(
         let Some(bytes) = bytes else {
             return Ok(None);
         };
-        let (timestamp, value) = latest_value::decode(bytes)?;
-        if let Seen::ValidTo(valid_to) = window.ttl_end(state, Some(value), timestamp, None)
-            && window.selects(Some(value), timestamp, valid_to)
+        let latest = latest_value::decode(bytes)?;
+        let (timestamp, value) = (latest.timestamp, Some(latest.value));
+        if let Seen::ValidTo(valid_to) = window.ttl_end(state, value, timestamp, None)
+            && window.selects(value, timestamp, valid_to)
         {
-            visit(Some(value), timestamp, valid_to);
+            visit(value, timestamp, valid_to);
         }
-        Ok(Some(timestamp))
+        if window.to < horizon(state) || !latest.has_history() {
+            return Ok(Some(timestamp));
+        }
+        // The unsettled history, newest first: every version in it is newer than the rows'.
+        let history: Vec<_> = latest.history().collect();
+        for v in history.iter().rev() {
+            let value = Some(v.value);
+            if !in_expired_segment(state, v.valid_to)
+                && let Seen::ValidTo(valid_to) =
+                    window.ttl_end(state, value, v.timestamp, Some(v.valid_to))
+                && window.selects(value, v.timestamp, valid_to)
+            {
+                visit(value, v.timestamp, valid_to);
+            }
+        }
+        Ok(Some(latest.oldest()))
     })?;
     if window.to < horizon(state) {
         return Ok(());

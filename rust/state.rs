@@ -4,6 +4,15 @@ use crate::config::StoreConfig;
 use crate::segments::Segments;
 use crate::ttl::{Clock, LatestBuckets};
 
+/// What a persistent store's `latest_keys` metadata entry records (`format::meta`): the
+/// counted latest-value entries, and the puts since the count was last exact that could have
+/// created one without counting it (read-free puts: each is at most one key the count misses).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KeyCounts {
+    pub(crate) latest_keys: u64,
+    pub(crate) unsettled_puts: u64,
+}
+
 /// The in-memory part of a store's state, derived from storage on open.
 #[derive(Debug, Clone)]
 pub(crate) struct State {
@@ -17,9 +26,45 @@ pub(crate) struct State {
     /// Latest values by time bucket, in a store with a latest TTL (`crate::ttl`); `latest_keys`
     /// is then `None`.
     pub(crate) latest_buckets: Option<LatestBuckets>,
+    /// Read-free puts since `latest_keys` was last exact: each may have created a key it does
+    /// not count (`crate::put`, docs/semantics.md §2.16).
+    pub(crate) unsettled_puts: u64,
+    /// The store's on-disk format (`format::meta`): 5 once a put took the read-free path.
+    pub(crate) format_version: u32,
+    /// Whether a tombstone may have been written at the current stream time since it was
+    /// reached: a value at that time then takes the put algorithm's reads, which replace a lone
+    /// tombstone at the value's time (`put.rs`). True after an open (not known).
+    pub(crate) tombstone_at_stream_time: bool,
 }
 
 impl State {
+    /// A store's state as loaded from storage (`format_version` 0: none recorded, in memory).
+    pub(crate) fn loaded(
+        config: StoreConfig,
+        stream_time: i64,
+        segments: Segments,
+        format_version: u32,
+    ) -> Self {
+        Self {
+            config,
+            stream_time,
+            segments,
+            latest_keys: None,
+            latest_buckets: None,
+            unsettled_puts: 0,
+            format_version,
+            tombstone_at_stream_time: true,
+        }
+    }
+
+    /// The key counts a persistent store records (`None` in memory and under a TTL).
+    pub(crate) fn key_counts(&self) -> Option<KeyCounts> {
+        self.latest_keys.map(|latest_keys| KeyCounts {
+            latest_keys,
+            unsettled_puts: self.unsettled_puts,
+        })
+    }
+
     /// Stream time and the horizon `ST - R` below which reads see only the newest version.
     pub(crate) fn clock(&self) -> Clock {
         Clock {

@@ -1,7 +1,10 @@
 //! Store statistics: the figures a stream processor reports per micro-batch and partition
 //! (state size, disk and memory use), cheap enough to read after every batch.
 //!
-//! `latest_keys` is exact. A persistent store keeps the count in its metadata (`format.md`):
+//! `latest_keys` is exact while `unsettled_puts` is 0: a put on the read-free path (docs/
+//! semantics.md §2.16) cannot tell a new key from an existing one, so a key it creates is
+//! counted only once the store is settled (`VersionedStore::settle`); until then the count is
+//! low by at most `unsettled_puts`. A persistent store keeps the count in its metadata (`format.md`):
 //! without a write-ahead log in the same atomic write as the entries it creates or removes (the
 //! write buffer's), with one deferred to the next flush or close and recomputed after a crash
 //! (`store/metadata.rs`); reading it costs nothing; a store written by an older build has no count and is counted
@@ -18,9 +21,12 @@ const META_ENTRIES: u64 = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoreStats {
-    /// Keys whose newest version is a value (exact); with a latest TTL, whose newest version
-    /// is a live value (exact to one time bucket of the TTL: `crate::ttl`).
+    /// Keys whose newest version is a value (exact while `unsettled_puts` is 0, else at most
+    /// that many too few); with a latest TTL, whose newest version is a live value (exact to
+    /// one time bucket of the TTL: `crate::ttl`).
     pub latest_keys: u64,
+    /// Read-free puts since `latest_keys` was last exact (0 in memory and with a latest TTL).
+    pub unsettled_puts: u64,
     /// History rows: one per key and live segment holding versions of it (exact in memory, an
     /// estimate on RocksDB).
     pub history_rows: u64,
@@ -45,21 +51,23 @@ impl StoreStats {
     /// The statistics from what the backend reports and the store's own counts.
     pub(crate) fn new(
         usage: crate::backend::Usage,
-        latest_keys: Option<u64>,
+        counts: Option<crate::state::KeyCounts>,
         live_segments: usize,
         write_buffer_bytes: usize,
         observed_stream_time: i64,
     ) -> Self {
-        let (latest_keys, history_rows) = match (usage.exact, latest_keys) {
-            (Some(exact), _) => exact,
-            (None, latest) => {
-                let latest = latest.unwrap_or_default();
+        let counts = counts.unwrap_or_default();
+        let (latest_keys, history_rows) = match usage.exact {
+            Some(exact) => exact,
+            None => {
+                let latest = counts.latest_keys;
                 let history = usage.keys_estimate.saturating_sub(latest + META_ENTRIES);
                 (latest, history)
             }
         };
         Self {
             latest_keys,
+            unsettled_puts: counts.unsettled_puts,
             history_rows,
             live_segments: live_segments as u64,
             disk_bytes: usage.disk_bytes,

@@ -35,6 +35,7 @@ mod handoff;
 mod metadata;
 mod open;
 mod scans;
+mod settle;
 mod transaction;
 
 use metadata::Deferral;
@@ -328,7 +329,7 @@ impl VersionedStore {
             clippy::redundant_closure_for_method_calls,
             reason = "`Txn::put` names one transaction lifetime; the closure takes any"
         )]
-        self.put_rows(rows, |txn, key, value, ts| txn.put(key, value, ts))
+        self.put_rows(rows, true, |txn, key, value, ts| txn.put(key, value, ts))
     }
 
     /// [`VersionedStore::put_batch`], with each row's previous record: the one valid at the
@@ -341,16 +342,19 @@ impl VersionedStore {
         &mut self,
         rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
     ) -> Result<Vec<(PutOutcome, Option<VersionedRecord>)>> {
-        self.put_rows(rows, |txn, key, value, ts| {
+        self.put_rows(rows, false, |txn, key, value, ts| {
             txn.put_returning_previous(key, value, ts)
         })
     }
 
     /// Validates every row, then runs `put` on each in order in one transaction, reading
-    /// their latest values ahead in sorted rounds.
+    /// their latest values ahead in sorted rounds: those of the rows that will not take the
+    /// read-free path (`read_free`: the call's puts may), a value at or after the newest time
+    /// before it.
     fn put_rows<'a, T>(
         &mut self,
         rows: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)> + Clone,
+        read_free: bool,
         put: impl Fn(&mut Txn<'_>, &[u8], Option<&[u8]>, i64) -> Result<T>,
     ) -> Result<Vec<T>> {
         for (index, (_, value, timestamp)) in rows.clone().enumerate() {
@@ -359,11 +363,17 @@ impl VersionedStore {
         self.warm_latest_cache(rows.len())?;
         let outcomes = self.transaction(|txn| {
             txn.reserve(rows.len());
-            let mut ahead = rows.clone().map(|(key, _, _)| key);
+            let mut newest = txn.state.stream_time;
+            let mut ahead = rows.clone().map(|(key, value, ts)| {
+                let reads = !read_free || value.is_none() || ts < newest;
+                newest = newest.max(ts);
+                (key, reads)
+            });
             let mut outcomes = Vec::with_capacity(rows.len());
             for (i, (key, value, ts)) in rows.enumerate() {
                 if i % READ_AHEAD_ROWS == 0 {
-                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
+                    let window = ahead.by_ref().take(READ_AHEAD_ROWS);
+                    txn.read_latest_ahead(window.filter(|(_, reads)| *reads).map(|(key, _)| key))?;
                 }
                 outcomes.push(put(txn, key, value, ts)?);
             }

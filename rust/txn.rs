@@ -16,7 +16,7 @@ use crate::format::segment_value::{Entry, encode_append};
 use crate::format::short_bytes::ShortBytes;
 use crate::overlay::{Overlay, WriteBuffer};
 use crate::spool::Log;
-use crate::state::State;
+use crate::state::{KeyCounts, State};
 use crate::view::buffered::BufferedView;
 use crate::view::{ReadClient, read_map};
 
@@ -32,15 +32,15 @@ pub(crate) struct Txn<'s> {
     write_buffer: Option<&'s mut WriteBuffer>,
     /// Accepted writes, in order, when the store records a changelog.
     pub(crate) log: Option<Log>,
-    /// `state.latest_keys` when the transaction began.
-    latest_keys_before: Option<u64>,
+    /// The key counts when the transaction began.
+    counts_before: Option<KeyCounts>,
 }
 
 impl<'s> Txn<'s> {
     pub(crate) fn begin(reader: BufferedView<'s>, state: &'s mut State) -> Self {
         Self {
             reader,
-            latest_keys_before: state.latest_keys,
+            counts_before: state.key_counts(),
             state,
             overlay: Overlay::default(),
             write_buffer: None,
@@ -57,7 +57,7 @@ impl<'s> Txn<'s> {
     ) -> Self {
         Self {
             reader,
-            latest_keys_before: state.latest_keys,
+            counts_before: state.key_counts(),
             state,
             overlay: buffer.lend(),
             write_buffer: Some(buffer),
@@ -93,6 +93,26 @@ impl<'s> Txn<'s> {
             .map(StorageKey::into_vec)
             .collect();
         cache.read_ahead(self.reader.stored.backend, wanted)
+    }
+
+    /// Whether knowing the latest-value entry under `latest_key` takes a read of RocksDB: the
+    /// cache of latest values does not know it and misses others too (`LatestCache::misses`),
+    /// and this transaction (or the write buffer it runs on) holds no write of it but fewer
+    /// than `pushes` pushes. Never in memory, where the read is a map lookup.
+    pub(crate) fn latest_needs_a_read(&self, latest_key: &[u8], pushes: usize) -> bool {
+        let Some(cache) = self.reader.stored.cache else {
+            return false;
+        };
+        self.overlay
+            .pushes_on_stored(latest_key)
+            .is_some_and(|pending| pending < pushes)
+            && !cache.knows(latest_key)
+            && cache.misses(self.state.latest_keys.unwrap_or_default())
+    }
+
+    /// Stages a write of the store's metadata entry `name`.
+    pub(crate) fn write_metadata(&mut self, name: &[u8], value: Vec<u8>) {
+        self.overlay.write_metadata(name, Some(value));
     }
 
     /// A read of `key` copied out (the put algorithm edits what it reads).
@@ -142,6 +162,7 @@ impl<'s> Txn<'s> {
             return;
         }
         self.state.stream_time = timestamp;
+        self.state.tombstone_at_stream_time = false;
         self.overlay.note_stream_time_changed();
         let config = self.state.config;
         let horizon = timestamp.saturating_sub(config.history_retention_ms());
@@ -189,10 +210,11 @@ impl<'s> Txn<'s> {
         }
     }
 
-    /// Records the new count of latest-value entries with the writes, when it changed.
+    /// Records the new counts of latest-value entries with the writes, when they changed.
     fn note_latest_keys(&mut self) {
-        if self.state.latest_keys != self.latest_keys_before {
-            self.overlay.note_latest_keys(self.state.latest_keys);
+        let counts = self.state.key_counts();
+        if counts != self.counts_before {
+            self.overlay.note_latest_keys(counts);
         }
     }
 }

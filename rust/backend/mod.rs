@@ -110,6 +110,34 @@ pub(crate) trait Backend: Send {
     /// Calls `visit(key, value)` for every key with the prefix of `segment`, in no particular
     /// order; a row's value has its appends applied, as a read returns it.
     fn visit_segment(&self, segment: i64, visit: &mut VisitEntry<'_>) -> Result<()>;
+    /// Calls `visit(key, value)` for the keys with the prefix of `segment` from `from` on
+    /// (inclusive; `None`: the first), in key order, until `visit` returns `false`.
+    fn visit_segment_from(
+        &self,
+        segment: i64,
+        from: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let mut entries = Vec::new();
+        self.visit_segment(segment, &mut |key, value| {
+            if from.is_none_or(|from| key >= from) {
+                entries.push((key.to_vec(), value.to_vec()));
+            }
+            Ok(())
+        })?;
+        entries.sort_unstable();
+        for (key, value) in &entries {
+            if !visit(key, value)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+    /// Storage keys of latest-value entries whose unsettled history merged long since the last
+    /// call (`backend/rocks/histories.rs`), for the store to settle.
+    fn take_long_histories(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
     /// Sizes for the store's statistics (`crate::stats`).
     fn usage(&self) -> Result<Usage>;
     /// The durable horizon of a store with a latest TTL moved to `horizon`: latest values

@@ -23,11 +23,14 @@ use super::snapshot::ScanSource;
 use super::{Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{next_prefix, segment_of, segment_prefix};
-use crate::format::segment_value::merge_appends;
+use crate::format::key::LATEST_SEGMENT;
+use crate::format::{latest_value, segment_value::merge_appends};
 use crate::ttl::LatestTtl;
+use histories::LongHistories;
 use row_cache::{DecodedRow, RowCache};
 
 pub(crate) mod budget;
+pub(crate) mod histories;
 mod reclaim;
 mod repair;
 mod row_cache;
@@ -103,20 +106,26 @@ pub(crate) struct RocksBackend {
     write_options: WriteOptions,
     rows: RowCache,
     merged_once: repair::MergedOnce,
+    /// Latest-value entries the merge operator found with a long unsettled history.
+    long_histories: Arc<LongHistories>,
     /// The store's hold on the process's block cache; dropped after `db` (fields drop in
     /// order), so the cache is emptied only once no store can read it.
     _budget: budget::Hold,
 }
 
 /// The name RocksDB records for the merge operator; a store written with operands cannot be
-/// read without it.
+/// read without it. Its name is the one format 2 gave it: format 5 added pushes under latest
+/// values (`latest_value::merge`), which an older build never meets (it refuses format 5).
 const MERGE_OPERATOR: &str = "verstore.row_append.v2";
 
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "RocksDB's merge callback signature; appends never fail (see merge_appends)"
-)]
-fn full_merge(key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+/// The merge operator: pushes onto a latest-value entry (noting the entries whose unsettled
+/// history grew long), row appends onto a history row. Never fails (see each).
+fn full_merge(
+    histories: &LongHistories,
+    key: &[u8],
+    base: Option<&[u8]>,
+    operands: &MergeOperands,
+) -> Vec<u8> {
     let operands: Vec<&[u8]> = operands.iter().collect();
     MERGED_BY_READS.with(|keys| {
         if let Ok(mut keys) = keys.try_borrow_mut()
@@ -125,7 +134,12 @@ fn full_merge(key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Opti
             keys.push(key.to_vec());
         }
     });
-    Some(merge_appends(base, operands.iter().copied()))
+    if key.starts_with(&segment_prefix(LATEST_SEGMENT)) {
+        let merged = latest_value::merge(base, operands.iter().copied());
+        histories.note(key, merged.history_len);
+        return merged.bytes;
+    }
+    merge_appends(base, operands.iter().copied())
 }
 
 thread_local! {
@@ -148,13 +162,23 @@ fn collecting_merges<T>(read: impl FnOnce() -> T) -> (T, Vec<Vec<u8>>) {
     reason = "RocksDB's merge callback signature; appends never fail (see merge_appends)"
 )]
 fn partial_merge(_key: &[u8], _base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
-    // Operands are concatenations of appends, so a concatenation is an operand.
+    // Operands are concatenations of appends (or of pushes), so a concatenation is an operand.
     Some(operands.iter().flatten().copied().collect())
 }
 
 /// The RocksDB options of a store (also used by tests that open a store's files directly):
 /// its memtable size, and the process's block cache and memtable bound from `budget`.
+#[cfg(test)]
 pub(crate) fn db_options(budget: &budget::Hold, write_buffer_bytes: usize) -> Options {
+    options_noting(budget, write_buffer_bytes, Arc::default())
+}
+
+/// [`db_options`] whose merge operator notes long unsettled histories in `histories`.
+fn options_noting(
+    budget: &budget::Hold,
+    write_buffer_bytes: usize,
+    histories: Arc<LongHistories>,
+) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     table.set_whole_key_filtering(true);
@@ -179,7 +203,10 @@ pub(crate) fn db_options(budget: &budget::Hold, write_buffer_bytes: usize) -> Op
     options.set_compression_type(DBCompressionType::Lz4);
     options.set_max_background_jobs(2);
     options.set_write_buffer_size(write_buffer_bytes);
-    options.set_merge_operator(MERGE_OPERATOR, full_merge, partial_merge);
+    let full = move |key: &[u8], base: Option<&[u8]>, operands: &MergeOperands| {
+        Some(full_merge(&histories, key, base, operands))
+    };
+    options.set_merge_operator(MERGE_OPERATOR, full, partial_merge);
     // Every open starts a new info log and renames the old one: a partition store opened once
     // per micro-batch would otherwise pile up RocksDB's default of 1,000 `LOG.old.*` files.
     options.set_keep_log_file_num(KEPT_INFO_LOGS);
@@ -208,7 +235,8 @@ impl RocksBackend {
         let memtable = options
             .write_buffer_bytes
             .unwrap_or_else(budget::memtable_bytes);
-        let mut db_options = db_options(&hold, memtable);
+        let long_histories = Arc::new(LongHistories::default());
+        let mut db_options = options_noting(&hold, memtable, Arc::clone(&long_histories));
         let reclaimer = ttl.map(|ttl| reclaim::Reclaimer::install(&mut db_options, ttl));
         // Opened by descriptor so that the default column family has a handle (`MultiGet`
         // takes one); its options are the store's.
@@ -225,6 +253,7 @@ impl RocksBackend {
             write_options,
             rows: RowCache::new(options.row_cache_bytes.unwrap_or(usize::MAX)),
             merged_once: repair::MergedOnce::new(),
+            long_histories,
             _budget: hold,
         })
     }
@@ -480,6 +509,35 @@ impl Backend for RocksBackend {
             iter.next();
         }
         iter.status().map_err(|e| self.storage_error(e))
+    }
+
+    fn visit_segment_from(
+        &self,
+        segment: i64,
+        from: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let mut options = rocksdb::ReadOptions::default();
+        options.fill_cache(false);
+        if let Some(next) = next_prefix(segment) {
+            options.set_iterate_upper_bound(next);
+        }
+        let mut iter = self.db.raw_iterator_opt(options);
+        match from {
+            Some(from) => iter.seek(from),
+            None => iter.seek(segment_prefix(segment)),
+        }
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            if !visit(key, value)? {
+                return Ok(());
+            }
+            iter.next();
+        }
+        iter.status().map_err(|e| self.storage_error(e))
+    }
+
+    fn take_long_histories(&self) -> Vec<Vec<u8>> {
+        self.long_histories.take()
     }
 
     fn usage(&self) -> Result<Usage> {

@@ -35,3 +35,19 @@ pub(crate) fn read_i32(bytes: &[u8], offset: usize) -> Option<i32> {
 pub(crate) fn read_u32(bytes: &[u8], offset: usize) -> Option<u32> {
     read_array(bytes, offset).map(u32::from_be_bytes)
 }
+
+/// What `operands` (merge operands, in write order) make of `base` under the storage key `key`:
+/// pushes onto a latest-value entry (`latest_value::merge`), row appends onto a history row
+/// (`segment_value::merge_appends`). Never fails: inputs that do not fit give a value every read
+/// reports as corrupt.
+pub(crate) fn merge_operands<'o>(
+    key: &[u8],
+    base: Option<&[u8]>,
+    operands: impl Iterator<Item = &'o [u8]> + Clone,
+) -> Vec<u8> {
+    if key::segment_of(key) == Some(key::LATEST_SEGMENT) {
+        latest_value::merge(base, operands).bytes
+    } else {
+        segment_value::merge_appends(base, operands)
+    }
+}

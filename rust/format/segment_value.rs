@@ -54,7 +54,7 @@ mod tests;
 mod validate;
 
 pub(crate) use accessor::{Lookup, lookup};
-pub(crate) use appends::{encode_append, lookup_each_appended, merge_appends};
+pub(crate) use appends::{decode_append, encode_append, lookup_each_appended, merge_appends};
 pub(crate) use builder::SegmentRow;
 
 const HEADER_LEN: usize = 16;

@@ -3,6 +3,7 @@
 use super::Overlay;
 use super::pending::Pending;
 use crate::format::key::StorageKey;
+use crate::state::KeyCounts;
 
 /// How to undo the transaction running on an overlay. Entries the transaction created need
 /// no record (they carry its generation); entries it found are saved as they were, the first
@@ -14,7 +15,7 @@ pub(super) struct Journal {
     pub(super) saved: Vec<(StorageKey, Saved)>,
     dropped: Option<(i64, i64)>,
     stream_time_changed: bool,
-    latest_keys: Option<u64>,
+    latest_keys: Option<KeyCounts>,
     bytes: usize,
 }
 
@@ -78,6 +79,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::Overlay;
+    use super::KeyCounts;
     use crate::format::key::storage_key;
     use crate::format::short_bytes::ShortBytes;
 
@@ -141,7 +143,7 @@ mod tests {
         fn a_rolled_back_transaction_leaves_the_buffer_as_it_was(
             earlier in proptest::collection::vec(prop::collection::vec(arb_change(), 0..8), 0..3),
             failed in prop::collection::vec(arb_change(), 0..12),
-            meta in (any::<bool>(), proptest::option::of(0u64..9)),
+            meta in (any::<bool>(), proptest::option::of((0u64..9, 0u64..3))),
         ) {
             let mut buffer = Overlay::default();
             for changes in &earlier {
@@ -153,7 +155,8 @@ mod tests {
             buffer.begin();
             apply(&mut buffer, &failed);
             buffer.stream_time_changed |= meta.0;
-            buffer.latest_keys = meta.1.or(buffer.latest_keys);
+            let counts = meta.1.map(|(latest_keys, unsettled_puts)| KeyCounts { latest_keys, unsettled_puts });
+            buffer.latest_keys = counts.or(buffer.latest_keys);
             buffer.roll_back();
             prop_assert_eq!(snapshot(&buffer), before);
         }

@@ -15,7 +15,8 @@
 use crate::backend::Visit;
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, segment_of, storage_key};
-use crate::format::segment_value::merge_appends;
+use crate::format::{latest_value, merge_operands};
+use crate::state::KeyCounts;
 use crate::format::short_bytes::ShortBytes;
 use crate::view::ReadClient;
 use journal::{Journal, Saved};
@@ -56,8 +57,8 @@ pub(crate) struct Overlay {
     /// an advance that stored no version, which an open after a crash could not recompute it
     /// from (`store/metadata.rs`).
     stream_time_kept: bool,
-    /// The number of latest-value entries to record, when a write changed it.
-    latest_keys: Option<u64>,
+    /// The counts of latest-value entries to record, when a write changed them.
+    latest_keys: Option<KeyCounts>,
     /// About how many bytes `pending` holds.
     bytes: usize,
     /// The transaction running on this overlay, counted from 1 (0: none has begun).
@@ -114,9 +115,9 @@ impl Overlay {
         self.stream_time_kept = true;
     }
 
-    /// Records the new number of latest-value entries with the writes.
-    pub(crate) fn note_latest_keys(&mut self, count: Option<u64>) {
-        self.latest_keys = count;
+    /// Records the new counts of latest-value entries with the writes.
+    pub(crate) fn note_latest_keys(&mut self, counts: Option<KeyCounts>) {
+        self.latest_keys = counts;
     }
 
     fn is_dropped(&self, key: &[u8]) -> bool {
@@ -135,6 +136,17 @@ impl Overlay {
             Some(p) => ReadPlan::Answered(Some(p)),
             None if self.is_dropped(key) => ReadPlan::Answered(None),
             None => ReadPlan::Below,
+        }
+    }
+
+    /// How many pushes (`format::latest_value`) this overlay holds for the latest-value entry
+    /// under `key` on top of what is stored (`Some(0)`: none, the stored entry is the answer),
+    /// or `None` when it knows the entry without reading below (a write replaced it).
+    pub(crate) fn pushes_on_stored(&self, key: &[u8]) -> Option<usize> {
+        match self.pending.get(key) {
+            None => Some(0),
+            Some(p) if matches!(p.base, Base::Stored) => Some(latest_value::pushes(&p.appends).count()),
+            Some(_) => None,
         }
     }
 
@@ -272,12 +284,14 @@ impl Overlay {
             }
             (Base::Put(value), true) => visit(Some(value)),
             (Base::Deleted | Base::Absent, true) => visit(None),
-            (Base::Put(value), false) => visit(Some(&merge_appends(Some(value), appends))),
-            (Base::Deleted | Base::Absent, false) => visit(Some(&merge_appends(None, appends))),
+            (Base::Put(value), false) => visit(Some(&merge_operands(key, Some(value), appends))),
+            (Base::Deleted | Base::Absent, false) => {
+                visit(Some(&merge_operands(key, None, appends)))
+            }
             (Base::Stored, false) => {
                 let mut merged = Vec::new();
                 lower.read_with(key, &mut |base| {
-                    merged = merge_appends(base, appends.clone());
+                    merged = merge_operands(key, base, appends.clone());
                     Ok(())
                 })?;
                 visit(Some(&merged))

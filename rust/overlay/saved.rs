@@ -26,6 +26,7 @@ use super::WriteBuffer;
 use super::pending::{Base, Pending, PendingMap};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, segment_of};
+use crate::format::latest_value;
 use crate::format::short_bytes::ShortBytes;
 use crate::format::{read_i64, read_u32, read_u64};
 
@@ -63,16 +64,32 @@ impl WriteBuffer {
         })
     }
 
-    /// Takes the pending writes out, leaving the segments dropped and the metadata to write.
+    /// Takes the pending writes out, leaving the segments dropped and the metadata to write
+    /// (the stream time and key count, and metadata entries such as the format version that
+    /// the first read-free put writes).
     pub(crate) fn take_pending(&mut self) -> PendingWrites {
-        self.writes.bytes = 0;
-        PendingWrites(std::mem::take(&mut self.writes.pending))
+        let mut pending = std::mem::take(&mut self.writes.pending);
+        let metadata: Vec<_> = pending
+            .extract_if(|key, _| segment_of(key) == Some(META_SEGMENT))
+            .collect();
+        for (key, entry) in metadata {
+            self.writes.pending.insert(key, entry);
+        }
+        self.writes.bytes = self.writes.pending.iter().map(|(k, p)| p.bytes(k)).sum();
+        PendingWrites(pending)
     }
 
-    /// Puts saved pending writes into an empty buffer.
+    /// Puts saved pending writes back into the buffer they were taken from.
     pub(crate) fn restore_pending(&mut self, writes: PendingWrites) {
-        self.writes.bytes = writes.0.iter().map(|(k, p)| p.bytes(k)).sum();
-        self.writes.pending = writes.0;
+        let mut writes = writes.0;
+        if self.writes.pending.is_empty() {
+            self.writes.pending = writes;
+        } else {
+            for (key, entry) in writes.drain() {
+                self.writes.pending.insert(key, entry);
+            }
+        }
+        self.writes.bytes = self.writes.pending.iter().map(|(k, p)| p.bytes(k)).sum();
     }
 
     /// The history segments the pending writes store a row in.
@@ -268,15 +285,21 @@ fn decode(body: &[u8], count: Option<u64>) -> std::result::Result<PendingWrites,
     Ok(PendingWrites(map))
 }
 
-/// An entry a write buffer can hold: a latest value without row appends, or a history row.
-/// Metadata is written to RocksDB before a buffer is saved, never in it.
+/// An entry a write buffer can hold: a latest value written whole, or pushes onto the stored
+/// one (`format::latest_value`), or a history row. Metadata is written to RocksDB before a
+/// buffer is saved, never in it.
 fn check_kind(key: &[u8], base: &Base, appends: &[u8]) -> std::result::Result<(), &'static str> {
     match segment_of(key) {
         None => Err("a key is shorter than its segment"),
         Some(META_SEGMENT) => Err("an entry is the store's metadata"),
-        Some(LATEST_SEGMENT) if !appends.is_empty() || matches!(base, Base::Stored) => {
-            Err("an entry appends to a latest value")
+        Some(LATEST_SEGMENT) if matches!(base, Base::Stored) => {
+            let pushes = latest_value::pushes(appends);
+            if appends.is_empty() || pushes.into_iter().any(|push| push.is_none()) {
+                return Err("an entry pushes nothing decodable onto a latest value");
+            }
+            Ok(())
         }
+        Some(LATEST_SEGMENT) if !appends.is_empty() => Err("an entry appends to a latest value"),
         Some(segment) if segment < LATEST_SEGMENT => Err("an entry is in no segment"),
         Some(_) => Ok(()),
     }

@@ -6,7 +6,7 @@ use crate::backend::{Backend, Write, WriteSet};
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, sort_prefix, storage_key};
 use crate::format::meta;
-use crate::format::segment_value::merge_appends;
+use crate::format::merge_operands;
 use crate::latest_cache::LatestCache;
 use crate::view::is_latest_key;
 
@@ -35,11 +35,11 @@ impl Overlay {
                 (Base::Stored, Some(_)) => Write::Append(pending.appends),
                 (Base::Put(value), None) => Write::Put(value.into_vec()),
                 (Base::Put(value), Some(ops)) => {
-                    Write::Put(merge_appends(Some(&value), std::iter::once(ops)))
+                    Write::Put(merge_operands(&key, Some(&value), std::iter::once(ops)))
                 }
                 (Base::Deleted, None) => Write::Delete,
                 (Base::Deleted | Base::Absent, Some(ops)) => {
-                    Write::Put(merge_appends(None, std::iter::once(ops)))
+                    Write::Put(merge_operands(&key, None, std::iter::once(ops)))
                 }
             };
             writes.push((key, write));
@@ -53,7 +53,7 @@ impl Overlay {
         if let Some(count) = latest_keys {
             writes.push((
                 storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY),
-                Write::Put(meta::encode_latest_keys(count)),
+                Write::Put(meta::encode_key_counts(count)),
             ));
         }
         writes
@@ -80,7 +80,7 @@ impl Overlay {
                     _ if !is_latest_key(&key) => {}
                     Write::Put(entry) => cache.insert(key.into_vec(), Some(entry)),
                     Write::Delete => cache.insert(key.into_vec(), None),
-                    Write::Append(_) => {}
+                    Write::Append(pushes) => cache.apply_pushes(&key, &pushes),
                 }
             }
         }

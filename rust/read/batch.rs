@@ -144,21 +144,36 @@ impl<'k> BatchRead<'k> {
         for position in self.first[u]..self.first[u + 1] {
             let row = self.rows[position];
             let t = times.at(row);
-            match latest {
-                Some((timestamp, value)) if t.is_none_or(|t| timestamp <= t) => {
-                    if let Seen::ValidTo(valid_to) = ttl_point(state, timestamp, None, t) {
-                        self.found(row, timestamp, valid_to, value);
+            match (latest, t) {
+                (Some(l), _) if t.is_none_or(|t| l.timestamp <= t) => {
+                    if let Seen::ValidTo(valid_to) = ttl_point(state, l.timestamp, None, t) {
+                        self.found(row, l.timestamp, valid_to, l.value);
                     }
                 }
-                _ => {
-                    let start = t.and_then(|t| Probe::start(state, latest.map(|l| l.0), t));
-                    if let Some(probe) = start {
-                        self.waiting.push(Waiting { row, key: u, probe });
+                (Some(l), Some(t)) if l.has_history() && t >= state.clock().horizon => {
+                    match l.replaced_at(t) {
+                        Some(v) => {
+                            let seen = ttl_point(state, v.timestamp, Some(v.valid_to), Some(t));
+                            if let Seen::ValidTo(valid_to) = seen {
+                                self.found(row, v.timestamp, valid_to, v.value);
+                            }
+                        }
+                        None => self.probe(state, row, u, Some(l.oldest()), t),
                     }
                 }
+                (_, Some(t)) => self.probe(state, row, u, latest.map(|l| l.timestamp), t),
+                (_, None) => {}
             }
         }
         Ok(())
+    }
+
+    /// Row `row` (of key `u`) reads history rows for the version valid at `t`, below a version
+    /// starting at `newer` (`None`: the key has no latest value).
+    fn probe(&mut self, state: &State, row: usize, u: usize, newer: Option<i64>, t: i64) {
+        if let Some(probe) = Probe::start(state, newer, t) {
+            self.waiting.push(Waiting { row, key: u, probe });
+        }
     }
 
     /// Latest-value entries: the write buffer, the cache, then one `MultiGet` of the rest.

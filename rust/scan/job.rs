@@ -103,8 +103,10 @@ impl ScanJob {
         let latest = cursors.latest_value(key);
         match self.kind {
             Kind::AsOf(as_of) => {
+                let mut history = false;
                 if let Some(bytes) = latest {
-                    let (timestamp, value) = latest_value::decode(bytes)?;
+                    let latest = latest_value::decode(bytes)?;
+                    let (timestamp, value) = (latest.timestamp, latest.value);
                     if as_of.is_none_or(|t| timestamp <= t) {
                         return match read::ttl_point(&self.state, timestamp, None, as_of) {
                             read::Seen::ValidTo(valid_to) => {
@@ -113,9 +115,10 @@ impl ScanJob {
                             read::Seen::Ended => Ok(true),
                         };
                     }
+                    history = latest.has_history();
                 }
                 match as_of {
-                    Some(t) if !cursors.rows.is_empty() => {
+                    Some(t) if history || !cursors.rows.is_empty() => {
                         match read::as_of(cursors, &self.state, key, t)? {
                             Some(record) => out.push_record(key, &record),
                             None => Ok(true),

@@ -24,7 +24,7 @@ impl VersionedStore {
         let mut buckets = LatestBuckets::default();
         self.backend
             .visit_segment(LATEST_SEGMENT, &mut |_, entry| {
-                let (timestamp, _) = latest_value::decode(entry)?;
+                let timestamp = latest_value::decode(entry)?.timestamp;
                 buckets.count_stored(&ttl, clock, timestamp);
                 Ok(())
             })?;
@@ -51,7 +51,7 @@ impl VersionedStore {
             let before = self
                 .backend
                 .get(&key)?
-                .map(|bytes| latest_value::decode(&bytes).map(|(timestamp, _)| timestamp))
+                .map(|bytes| latest_value::decode(&bytes).map(|latest| latest.timestamp))
                 .transpose()?;
             self.state.note_latest(before, after);
         }

@@ -94,8 +94,7 @@ impl VersionedStore {
         let mut count = 0u64;
         self.backend
             .visit_segment(LATEST_SEGMENT, &mut |_, entry| {
-                let (timestamp, _) = latest_value::decode(entry)?;
-                stream_time = stream_time.max(timestamp);
+                stream_time = stream_time.max(latest_value::decode(entry)?.timestamp);
                 count += 1;
                 Ok(())
             })?;
@@ -109,7 +108,9 @@ impl VersionedStore {
             })?;
         }
         self.state.stream_time = stream_time;
+        // Every entry counted: exact, whatever read-free puts left uncounted.
         self.state.latest_keys = Some(count);
+        self.state.unsettled_puts = 0;
         self.backend.write(&mut self.metadata_write())
     }
 
@@ -119,10 +120,10 @@ impl VersionedStore {
             storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
             Write::Put(meta::encode_stream_time(self.state.stream_time)),
         )];
-        if let Some(count) = self.state.latest_keys {
+        if let Some(counts) = self.state.key_counts() {
             writes.push((
                 storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY),
-                Write::Put(meta::encode_latest_keys(count)),
+                Write::Put(meta::encode_key_counts(counts)),
             ));
         }
         writes.push((

@@ -87,6 +87,7 @@ impl VersionedStore {
         } else {
             store.buffer = Some(WriteBuffer::new(options.buffer_bytes.unwrap_or(usize::MAX)));
         }
+        store.settle_for_latest_ttl()?;
         Ok(store)
     }
 
@@ -106,11 +107,8 @@ impl VersionedStore {
             cache: None,
             buffer: Some(WriteBuffer::new(MEMORY_BUFFER_BYTES)),
             state: State {
-                config,
-                stream_time: -1,
-                segments: Segments::default(),
-                latest_keys: None,
                 latest_buckets: config.latest_ttl().map(|_| LatestBuckets::default()),
+                ..State::loaded(config, -1, Segments::default(), 0)
             },
             path: None,
             spool: None,
@@ -167,7 +165,7 @@ impl VersionedStore {
 fn initial_metadata(config: StoreConfig) -> WriteSet {
     let ttl = config.latest_ttl().map(|ttl| ttl.ttl_ms());
     let mut writes = vec![
-        format_version_write(meta::format_version(ttl.is_some())),
+        format_version_write(meta::format_version(None, ttl.is_some())),
         (
             storage_key(META_SEGMENT, meta::CONFIG_KEY),
             Write::Put(meta::encode_config(
@@ -225,8 +223,9 @@ fn prepare_metadata(backend: &mut dyn Backend, config: StoreConfig, path: &Path)
     let requested_ttl = config.latest_ttl().map(|ttl| ttl.ttl_ms());
     check_latest_ttl(stored_ttl, requested_ttl, path)?;
     // Version 2 differs from 3 only in never deferring its metadata: the number is all there
-    // is to upgrade, and an older build then refuses the store. A TTL added makes it 4.
-    let version = meta::format_version(requested_ttl.is_some());
+    // is to upgrade, and an older build then refuses the store. A TTL added makes it 4; a
+    // format-5 store stays 5.
+    let version = meta::format_version(Some(found), requested_ttl.is_some());
     let mut writes = Vec::new();
     if found != version {
         writes.push(format_version_write(version));
@@ -243,17 +242,20 @@ fn prepare_metadata(backend: &mut dyn Backend, config: StoreConfig, path: &Path)
     Ok(())
 }
 
-/// The latest TTL a store of format `found` records: format 4 has one, older formats none.
+/// The latest TTL a store of format `found` records: format 4 has one, format 5 may, older
+/// formats none.
 fn stored_latest_ttl(backend: &dyn Backend, found: u32) -> Result<Option<i64>> {
     let bytes = backend.get(&storage_key(META_SEGMENT, meta::LATEST_TTL_KEY))?;
-    match (found == meta::FORMAT_VERSION, bytes) {
-        (true, Some(bytes)) => meta::decode_latest_ttl(&bytes).map(Some),
-        (false, None) => Ok(None),
-        (true, None) => Err(Error::corrupt(
+    match (found, bytes) {
+        (meta::FORMAT_WITH_TTL | meta::FORMAT_VERSION, Some(bytes)) => {
+            meta::decode_latest_ttl(&bytes).map(Some)
+        }
+        (meta::FORMAT_WITH_TTL, None) => Err(Error::corrupt(
             backend.location(),
             "a format-4 store has no latest TTL entry",
         )),
-        (false, Some(_)) => Err(Error::corrupt(
+        (_, None) => Ok(None),
+        (_, Some(_)) => Err(Error::corrupt(
             backend.location(),
             format!("a format-{found} store has a latest TTL entry"),
         )),
@@ -314,11 +316,10 @@ fn load_state(backend: &dyn Backend, config: StoreConfig) -> Result<State> {
         Some(bytes) => meta::decode_stream_time(&bytes)?,
         None => -1,
     };
-    Ok(State {
-        config,
-        stream_time,
-        segments: Segments::from_ids(backend.history_segments()?),
-        latest_keys: None,
-        latest_buckets: None,
-    })
+    let format_version = match backend.get(&storage_key(META_SEGMENT, meta::FORMAT_VERSION_KEY))? {
+        Some(bytes) => meta::decode_format_version(&bytes)?,
+        None => 0,
+    };
+    let segments = Segments::from_ids(backend.history_segments()?);
+    Ok(State::loaded(config, stream_time, segments, format_version))
 }

@@ -8,6 +8,7 @@ use crate::format::meta;
 use crate::overlay::WriteBuffer;
 use crate::scan::key_range::KeyRange;
 use crate::scan::{self, Kind, Scan, ScanVersions};
+use crate::state::KeyCounts;
 use crate::stats::StoreStats;
 
 impl VersionedStore {
@@ -79,7 +80,7 @@ impl VersionedStore {
         }
         Ok(StoreStats::new(
             self.backend.usage()?,
-            self.state.latest_keys,
+            self.state.key_counts(),
             self.state.segments.len(),
             self.buffer.as_ref().map_or(0, WriteBuffer::bytes),
             self.state.stream_time,
@@ -91,17 +92,21 @@ impl VersionedStore {
     /// count existed is counted once and the count recorded.
     pub(super) fn load_latest_keys(&mut self) -> Result<()> {
         let key = storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY);
-        let count = if let Some(bytes) = self.backend.get(&key)? {
-            meta::decode_latest_keys(&bytes)?
+        let counts = if let Some(bytes) = self.backend.get(&key)? {
+            meta::decode_key_counts(&bytes)?
         } else {
-            let count = self.backend.count_keys(LATEST_SEGMENT)?;
+            let counts = KeyCounts {
+                latest_keys: self.backend.count_keys(LATEST_SEGMENT)?,
+                unsettled_puts: 0,
+            };
             self.backend.write(&mut WriteSet {
                 drop_segments: None,
-                writes: vec![(key, Write::Put(meta::encode_latest_keys(count)))],
+                writes: vec![(key, Write::Put(meta::encode_key_counts(counts)))],
             })?;
-            count
+            counts
         };
-        self.state.latest_keys = Some(count);
+        self.state.latest_keys = Some(counts.latest_keys);
+        self.state.unsettled_puts = counts.unsettled_puts;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 
 use super::VersionedStore;
 use crate::error::Result;
+use crate::format::key::PREFIX_LEN;
 use crate::memory;
 use crate::spool::Log;
 use crate::txn::Txn;
@@ -19,6 +20,15 @@ impl VersionedStore {
         &mut self,
         work: impl FnOnce(&mut Txn<'_>) -> Result<T>,
     ) -> Result<T> {
+        // Entries a merge found with long unsettled history are settled first, in the same
+        // transaction (`store/settle.rs`); a failed call leaves them to a later merge.
+        let long = self.backend.take_long_histories();
+        let work = move |txn: &mut Txn<'_>| {
+            for key in &long {
+                txn.settle_key(key.get(PREFIX_LEN..).unwrap_or_default())?;
+            }
+            work(txn)
+        };
         let before = self.state.clone();
         let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
         let ran = std::panic::catch_unwind(run);

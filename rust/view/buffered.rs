@@ -4,7 +4,7 @@ use super::stored::Stored;
 use super::{ReadClient, is_latest_key};
 use crate::backend::{Backend, RowRead, Visit, VisitIndexed, VisitRow};
 use crate::error::Result;
-use crate::format::segment_value::merge_appends;
+use crate::format::merge_operands;
 use crate::latest_cache::LatestCache;
 use crate::overlay::{Overlay, ReadPlan, WriteBuffer};
 
@@ -39,7 +39,10 @@ impl<'a> BufferedView<'a> {
     /// read have appends from the same batch, and a `Get` each cost more than their merge.
     pub(crate) fn multi_read(&self, keys: &[&[u8]], visit: &mut VisitIndexed<'_>) -> Result<()> {
         self.multi_read_rows(keys, &mut |i, value, appends| match appends {
-            Some(appends) => visit(i, Some(&merge_appends(value, std::iter::once(appends)))),
+            Some(appends) => {
+                let merged = merge_operands(keys[i], value, std::iter::once(appends));
+                visit(i, Some(&merged))
+            }
             None => visit(i, value),
         })
     }

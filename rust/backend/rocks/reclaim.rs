@@ -25,7 +25,7 @@ use rocksdb::compaction_filter_factory::{CompactionFilterContext, CompactionFilt
 use rocksdb::{BottommostLevelCompaction, CompactOptions, DB, Options};
 
 use crate::format::key::{LATEST_SEGMENT, next_prefix, segment_prefix};
-use crate::format::read_i64;
+use crate::format::latest_value;
 use crate::ttl::LatestTtl;
 
 /// The name RocksDB records for the filter.
@@ -134,7 +134,7 @@ impl CompactionFilter for Filter {
     /// Drops a latest value (`timestamp ‖ value`) that is reclaimable; keeps everything else.
     fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
         let reclaimable = key.starts_with(&self.latest)
-            && read_i64(value, 0).is_some_and(|t| self.ttl.reclaimable(t, self.horizon));
+            && latest_value::timestamp_of(value).is_some_and(|t| self.ttl.reclaimable(t, self.horizon));
         if reclaimable {
             Decision::Remove
         } else {

@@ -26,7 +26,7 @@ pub(crate) fn encode_append(entry: Entry<'_>, valid_to: i64, out: &mut Vec<u8>) 
 }
 
 /// Splits the first append off `bytes`: `(entry, valid_to, rest)`.
-fn decode_append(bytes: &[u8]) -> Option<(Entry<'_>, i64, &[u8])> {
+pub(crate) fn decode_append(bytes: &[u8]) -> Option<(Entry<'_>, i64, &[u8])> {
     let timestamp = read_i64(bytes, 0)?;
     let valid_to = read_i64(bytes, 8)?;
     let size = read_i32(bytes, 16)?;

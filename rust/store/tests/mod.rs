@@ -18,7 +18,10 @@
 //! * [`corruption`]: damaged rows are reported with their segment, never panicked on;
 //! * [`restore`]: recording accepted writes and replaying them from changelogs;
 //! * [`repartition`]: a store's history with its tombstones, copied into a new store in
-//!   timestamp order, reads and takes writes as the store it came from.
+//!   timestamp order, reads and takes writes as the store it came from;
+//! * [`unsettled`]: the read-free path of in-order puts (§2.16): pushes, their settling by a
+//!   put that reads, by a merge that finds a long history and by `settle`, against the model
+//!   through reopens and crashes between a put and its settling.
 //!
 //! [`sut`] is the store under test of the property suites (scans use it too); [`harness`] holds
 //! what the example-based cases share; they run against both backends
@@ -38,3 +41,4 @@ mod properties;
 mod repartition;
 mod restore;
 pub(crate) mod sut;
+mod unsettled;

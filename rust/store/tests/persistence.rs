@@ -293,7 +293,7 @@ fn reopening_many_times_keeps_few_info_logs() {
 }
 
 /// The store's metadata entry `name`, read from its files with RocksDB directly.
-fn raw_metadata(dir: &std::path::Path, name: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn raw_metadata(dir: &std::path::Path, name: &[u8]) -> Option<Vec<u8>> {
     let db = rocksdb::DB::open(
         &crate::backend::rocks::db_options(&crate::backend::rocks::budget::Hold::take(), 1 << 20),
         dir,
@@ -339,16 +339,16 @@ fn a_format_2_store_is_upgraded_and_unknown_formats_are_refused() {
         raw_metadata(dir.path(), crate::format::meta::FORMAT_VERSION_KEY),
         Some(3u32.to_be_bytes().to_vec())
     );
-    for unknown in [1, 5] {
+    for unknown in [1, 6] {
         set_raw_format_version(dir.path(), unknown);
         let err = VersionedStore::open(dir.path(), kafka_config()).expect_err("refused");
         assert!(
-            matches!(err, Error::IncompatibleFormat { found, oldest: 2, supported: 4, .. } if found == unknown),
+            matches!(err, Error::IncompatibleFormat { found, oldest: 2, supported: 5, .. } if found == unknown),
             "{err:?}"
         );
         assert!(
             err.to_string().ends_with(&format!(
-                "has format version {unknown}, this build reads versions 2 to 4"
+                "has format version {unknown}, this build reads versions 2 to 5"
             )),
             "{err}"
         );

@@ -12,6 +12,12 @@ pub(crate) enum Backing {
     /// RocksDB without it: calls gather in the write buffer, here a tiny one (written every few
     /// calls), and the caches of latest values and rows are tiny too (forget often).
     Buffered,
+    /// RocksDB with its write-ahead log and no cache of latest values: every in-order put of a
+    /// value takes the read-free path (docs/semantics.md §2.16) once the store holds a key.
+    Pushing,
+    /// [`Backing::Buffered`] without a cache of latest values: an in-order put of a key that
+    /// is not in the write buffer takes the read-free path.
+    PushingBuffered,
 }
 
 impl Backing {
@@ -25,6 +31,16 @@ impl Backing {
                 buffer_bytes: Some(512),
                 latest_cache_bytes: Some(600),
                 row_cache_bytes: Some(2048),
+            }),
+            Self::PushingBuffered => Some(RocksOptions {
+                latest_cache_bytes: Some(0),
+                buffer_bytes: Some(256),
+                ..Self::Buffered.options()?
+            }),
+            Self::Pushing => Some(RocksOptions {
+                latest_cache_bytes: Some(0),
+                write_buffer_bytes: Some(4096),
+                ..RocksOptions::default()
             }),
         }
     }
@@ -71,6 +87,18 @@ impl Sut {
     /// The store, closed by the caller; the `Sut` has none until it reopens.
     pub(crate) fn take(&mut self) -> VersionedStore {
         self.store.take().expect("store is open")
+    }
+
+    /// The store's directory (`None` in memory).
+    pub(crate) fn path(&self) -> Option<std::path::PathBuf> {
+        self.dir.as_ref().map(|dir| dir.path().to_owned())
+    }
+
+    /// Closes the store; [`Sut::reopen`] opens it again.
+    pub(crate) fn close(&mut self) {
+        if let Some(store) = self.store.take() {
+            store.close().expect("close");
+        }
     }
 
     pub(crate) fn reopen(&mut self) {
