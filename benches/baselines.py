@@ -37,6 +37,7 @@ class RawRocks:
     verstore's writes with ``write_ahead_log=True`` are."""
 
     def __init__(self, path: Path, *, wal: bool = False) -> None:
+        self.path = path
         self.db = rocksdict.Rdict(str(path), _rocks_options())
         write = rocksdict.WriteOptions()
         # A property at runtime; rocksdict's stubs declare it a method.

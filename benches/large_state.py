@@ -7,13 +7,18 @@ verstore or on raw RocksDB (rocksdict), reporting rates, peak RSS and disk use a
 The workload is issue 33's, as a user would write it: 16-byte random keys and 32-byte random
 values, every key's 4 versions written in time order (round r writes every key, at times
 ``r * keys + i``) by ``put_batch`` in batches of ``--batch`` rows, then 200 000 as-of reads of
-random keys at random version times by ``get_batch`` in batches of 10 000. With ``--stores``,
+random keys at random version times by ``get_batch`` in batches of 10 000 on the warm store;
+then the store is closed and reopened, and 200 000 as-of reads of random keys at random times
+(uniform over the times written: three in four fall into history) read it cold, as a restarted
+task reads a table with stream rows. With ``--stores``,
 batches go to the stores in turn (each store holds a quarter of the keys), as four partitions'
 stores of one Python worker.
 
 Raw RocksDB holds one entry per key and version (key || big-endian time -> value), written by a
 ``WriteBatch`` with the write-ahead log off, read by ``MultiGet`` of the exact entries: no
-versioning, no return codes, no retention; the ceiling.
+versioning, no return codes, no retention; the ceiling. Reopened, it reads each probe's newest
+entry by ``MultiGet`` (one point lookup a read: what an as-of read costs at best, when the
+answer is a key's newest version).
 
 ``raw_rmw`` is the ceiling of any store that reads a key's newest version before it writes one
 (Kafka's put, which return codes and out-of-order writes need): per batch, one ``MultiGet`` of
@@ -77,12 +82,8 @@ class Verstore:
         import verstore
 
         verstore.set_memory_limit(budget_mb)
-        self.stores = [
-            verstore.VersionedStore(
-                f"{root}/s{i}", history_retention_ms=10**12, write_ahead_log=False
-            )
-            for i in range(stores)
-        ]
+        self.paths = [f"{root}/s{i}" for i in range(stores)]
+        self.reopen()
 
     def put(self, batch: int, keys: pa.Array, values: pa.Array, times: pa.Array) -> None:
         self.stores[batch % len(self.stores)].put_batch(keys, values, times)
@@ -99,6 +100,14 @@ class Verstore:
         for store in self.stores:
             store.flush()
             store.close()
+
+    def reopen(self) -> None:
+        import verstore
+
+        self.stores = [
+            verstore.VersionedStore(path, history_retention_ms=10**12, write_ahead_log=False)
+            for path in self.paths
+        ]
 
 
 class Raw:
@@ -120,6 +129,12 @@ class Raw:
     def close(self) -> None:
         self.db.flush()
         self.db.close()
+
+    def reopen(self) -> None:
+        from .baselines import RawRocks
+
+        self.rocks = RawRocks(self.rocks.path)
+        self.db = self.rocks.db
 
 
 class RawReadWrite(Raw):
@@ -207,8 +222,28 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
             began = time.perf_counter()
             target.db.get(names)
         read_s += time.perf_counter() - began
-    peak = _status("VmHWM") - baseline
     target.close()
+    reopened_s = 0.0
+    if kind != "raw_rmw":
+        target.reopen()
+        probe_keys = rng.integers(0, keys, PROBES)
+        probe_times = rng.integers(0, VERSIONS * keys, PROBES)
+        newest = (VERSIONS - 1) * keys + probe_keys
+        owner = (probe_keys // batch_rows) % stores
+        for start in range(0, PROBES, PROBE_BATCH):
+            index = probe_keys[start : start + PROBE_BATCH]
+            probe = key_array.take(pa.array(index))
+            if kind == "verstore":
+                times = probe_times[start : start + PROBE_BATCH]
+                began = time.perf_counter()
+                target.read(owner[start : start + PROBE_BATCH], probe, times)
+            else:
+                names = target.entries(probe, pa.array(newest[start : start + PROBE_BATCH]))
+                began = time.perf_counter()
+                target.db.get(names)
+            reopened_s += time.perf_counter() - began
+        target.close()
+    peak = _status("VmHWM") - baseline
     disk = _disk_bytes(root)
     del target
     gc.collect()
@@ -224,6 +259,7 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
         "batch_rows": batch_rows,
         "put_rows_per_s": versions / put_s,
         "read_rows_per_s": PROBES / read_s if read_s else None,
+        "reopened_read_rows_per_s": PROBES / reopened_s if reopened_s else None,
         "peak_put_mb": peak_put,
         "peak_mb": peak,
         "after_close_mb": after_close,

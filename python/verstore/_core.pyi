@@ -83,6 +83,20 @@ class VersionedStore:
     I/O error) has *failed*: the writes it held are lost from it, so every later call,
     reads included, raises ``StorageError`` until it is closed and reopened, which gives back
     the state storage holds. With the log on, a failed write fails only its own call.
+
+    **Which puts read first** (docs/semantics.md §2.16). Kafka's put reads the key's newest
+    version before it writes. A persistent store skips that read for a value put at or after
+    ``observed_stream_time`` whose key's newest version its cache of latest values does not
+    know, once the latest values outgrow that cache: such a put is the key's newest version
+    whatever the key holds, so :meth:`put` and :meth:`put_batch` return
+    ``VALID_TO_UNDEFINED`` for it exactly, and the version it replaces stays beside the new
+    one until a put reads the key, a long enough history of the key is merged, or
+    :meth:`settle`. Every read answers the same either way. The read-free path is taken by
+    :meth:`put`, :meth:`put_batch`, changelog replay (:meth:`apply_changelog`) and the Spark
+    helpers' table sides; :meth:`put_batch_with_previous`, deletes, tombstones, writes below
+    ``observed_stream_time``, stores with ``latest_ttl_ms`` and in-memory stores always read.
+    A read-free put cannot tell a new key from an existing one: ``stats().latest_keys`` counts
+    the keys it creates only once the store is settled (``stats().unsettled_puts``).
     """
 
     def __new__(
@@ -508,6 +522,18 @@ class VersionedStore:
             StorageError: The write or the flush failed (a full disk, an I/O error). When the
                 write buffer could not be written, the store has *failed*: see the class.
         """
+    def settle(self) -> None:
+        """Moves every version that read-free puts left beside a key's newest version into
+        its history row, and counts the keys: afterwards ``stats().latest_keys`` is exact and
+        ``stats().unsettled_puts`` is 0. One pass over the latest values (the GIL released),
+        in atomic steps of a few MiB; no read changes. A store without a write-ahead log writes
+        its write buffer first. No-op in memory.
+
+        Raises:
+            StoreClosedError: The store is closed.
+            StorageError: The store failed, or a write did.
+            CorruptionError: A latest value does not decode.
+        """
     def reclaim_expired(self) -> None:
         """Drops the latest values ``latest_ttl_ms`` has expired below the retention horizon
         from storage now, in bulk (the GIL released); no read changes. The store does this by
@@ -604,10 +630,16 @@ class StoreStats:
     """A store's size and memory use at one moment (:meth:`VersionedStore.stats`)."""
 
     latest_keys: Final[int]
-    """Keys whose newest version is a value: exact (persistent stores keep the count in
-    their metadata; a store written by an older build is counted once when opened). With
-    ``latest_ttl_ms``: keys whose newest version is a live value, exact to one time bucket
+    """Keys whose newest version is a value: exact while ``unsettled_puts`` is 0, else at most
+    that many too few (persistent stores keep the count in their metadata; a store written by
+    an older build is counted once when opened; :meth:`VersionedStore.settle` counts again).
+    With ``latest_ttl_ms``: keys whose newest version is a live value, exact to one time bucket
     (a key counts until its bucket has wholly expired; counted from the data at each open)."""
+    unsettled_puts: Final[int]
+    """Read-free puts since ``latest_keys`` was last exact: each may have created a key it does
+    not count (:class:`VersionedStore`, "Which puts read first"). 0 in memory and with
+    ``latest_ttl_ms``; back to 0 after :meth:`VersionedStore.settle` and after the open that
+    follows a crash (which counts every key)."""
     history_rows: Final[int]
     """History rows, one per key and live segment holding its older versions: exact in
     memory; on RocksDB its key estimate less the latest values (overwritten keys and row

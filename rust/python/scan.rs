@@ -187,6 +187,7 @@ impl PyScan {
 #[pyclass(name = "StoreStats", module = "verstore._core", frozen, get_all)]
 pub(crate) struct PyStoreStats {
     latest_keys: u64,
+    unsettled_puts: u64,
     history_rows: u64,
     live_segments: u64,
     disk_bytes: u64,
@@ -201,6 +202,7 @@ impl From<StoreStats> for PyStoreStats {
     fn from(s: StoreStats) -> Self {
         Self {
             latest_keys: s.latest_keys,
+            unsettled_puts: s.unsettled_puts,
             history_rows: s.history_rows,
             live_segments: s.live_segments,
             disk_bytes: s.disk_bytes,
@@ -217,10 +219,12 @@ impl From<StoreStats> for PyStoreStats {
 impl PyStoreStats {
     fn __repr__(&self) -> String {
         format!(
-            "StoreStats(latest_keys={}, history_rows={}, live_segments={}, disk_bytes={}, \
+            "StoreStats(latest_keys={}, unsettled_puts={}, history_rows={}, live_segments={}, \
+             disk_bytes={}, \
              memtable_bytes={}, write_buffer_bytes={}, observed_stream_time={}, \
              ttl_expired_keys={}, ttl_reclaims={})",
             self.latest_keys,
+            self.unsettled_puts,
             self.history_rows,
             self.live_segments,
             self.disk_bytes,

@@ -248,6 +248,10 @@ impl PyVersionedStore {
         self.inner.detached(py, VersionedStore::flush)
     }
 
+    fn settle(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.detached(py, VersionedStore::settle)
+    }
+
     fn reclaim_expired(&self, py: Python<'_>) -> PyResult<()> {
         self.inner.detached(py, VersionedStore::reclaim_expired)
     }
