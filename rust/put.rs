@@ -31,8 +31,8 @@
 
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, StorageKey, storage_key};
-use crate::format::{latest_value, meta};
 use crate::format::segment_value::{Entry, SegmentRow, encode_append};
+use crate::format::{latest_value, meta};
 use crate::read::{self, row_location};
 use crate::record::{PutOutcome, VersionedRecord};
 use crate::txn::Txn;
@@ -137,8 +137,8 @@ impl Txn<'_> {
         /// Pushes a transaction or write buffer holds for one key before a put reads it.
         const PUSHES_BEFORE_A_READ: usize = 4;
         let state = &*self.state;
-        let in_order = ts > state.stream_time
-            || (ts == state.stream_time && !state.tombstone_at_stream_time);
+        let in_order =
+            ts > state.stream_time || (ts == state.stream_time && !state.tombstone_at_stream_time);
         in_order
             && state.config.latest_ttl().is_none()
             && self.latest_needs_a_read(&storage_key(LATEST_SEGMENT, key), PUSHES_BEFORE_A_READ)
@@ -147,6 +147,13 @@ impl Txn<'_> {
     /// The read-free put of `value` at `ts` (`may_push`): stream time advances, and a push
     /// makes the value the key's newest version. The first push of a store makes it format 5,
     /// in the same write.
+    #[cfg_attr(
+        not(test),
+        expect(
+            clippy::unnecessary_wraps,
+            reason = "tests fail a push half way (`fault`)"
+        )
+    )]
     fn push(&mut self, key: &[u8], value: &[u8], ts: i64) -> Result<()> {
         #[cfg(test)]
         fault::check()?;
@@ -185,7 +192,9 @@ impl Txn<'_> {
     pub(crate) fn settle_key(&mut self, key: &[u8]) -> Result<()> {
         let entry = read_map(&*self, &storage_key(LATEST_SEGMENT, key), |bytes| {
             let unsettled = bytes.map(latest_value::decode).transpose()?;
-            Ok(bytes.filter(|_| unsettled.is_some_and(|l| l.has_history())).map(<[u8]>::to_vec))
+            Ok(bytes
+                .filter(|_| unsettled.is_some_and(|l| l.has_history()))
+                .map(<[u8]>::to_vec))
         })?;
         match entry {
             Some(entry) => self.settle_history(key, &entry),

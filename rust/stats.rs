@@ -57,14 +57,11 @@ impl StoreStats {
         observed_stream_time: i64,
     ) -> Self {
         let counts = counts.unwrap_or_default();
-        let (latest_keys, history_rows) = match usage.exact {
-            Some(exact) => exact,
-            None => {
-                let latest = counts.latest_keys;
-                let history = usage.keys_estimate.saturating_sub(latest + META_ENTRIES);
-                (latest, history)
-            }
-        };
+        let (latest_keys, history_rows) = usage.exact.unwrap_or_else(|| {
+            let latest = counts.latest_keys;
+            let history = usage.keys_estimate.saturating_sub(latest + META_ENTRIES);
+            (latest, history)
+        });
         Self {
             latest_keys,
             unsettled_puts: counts.unsettled_puts,

@@ -87,6 +87,9 @@ impl<'s> Txn<'s> {
         let Some(cache) = self.reader.stored.cache else {
             return Ok(());
         };
+        // The rows of the previous round are done: what it read ahead goes to the bounded
+        // cache, so that a call holds one round's entries, not all of them.
+        cache.end_read_ahead();
         let wanted: Vec<Vec<u8>> = keys
             .map(|key| storage_key(LATEST_SEGMENT, key))
             .filter(|key| !self.overlay.decides(key) && !cache.knows(key))
@@ -103,11 +106,13 @@ impl<'s> Txn<'s> {
         let Some(cache) = self.reader.stored.cache else {
             return false;
         };
-        self.overlay
-            .pushes_on_stored(latest_key)
-            .is_some_and(|pending| pending < pushes)
-            && !cache.knows(latest_key)
+        // Cheapest first: a cache that knows every entry ends it at once (small stores).
+        !cache.knows(latest_key)
             && cache.misses(self.state.latest_keys.unwrap_or_default())
+            && self
+                .overlay
+                .pushes_on_stored(latest_key)
+                .is_some_and(|pending| pending < pushes)
     }
 
     /// Stages a write of the store's metadata entry `name`.

@@ -49,6 +49,8 @@ pub(crate) struct WriteSet {
 pub(crate) type Visit<'v> = dyn FnMut(Option<&[u8]>) -> Result<()> + 'v;
 /// Receives one stored entry, borrowed for the duration of the call.
 pub(crate) type VisitEntry<'v> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'v;
+/// Receives one stored entry of a pass in key order; returns whether the pass goes on.
+pub(crate) type VisitUntil<'v> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'v;
 /// Receives the value of key `i` of a batch read.
 pub(crate) type VisitIndexed<'v> = dyn FnMut(usize, Option<&[u8]>) -> Result<()> + 'v;
 /// Receives what a history row says about one time (`None`: there is no row).
@@ -116,7 +118,7 @@ pub(crate) trait Backend: Send {
         &self,
         segment: i64,
         from: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+        visit: &mut VisitUntil<'_>,
     ) -> Result<()> {
         let mut entries = Vec::new();
         self.visit_segment(segment, &mut |key, value| {

@@ -20,10 +20,12 @@ use rocksdb::{
 
 use super::faults;
 use super::snapshot::ScanSource;
-use super::{Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, Write, WriteSet};
+use super::{
+    Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, VisitUntil, Write, WriteSet,
+};
 use crate::error::{Error, Result};
-use crate::format::key::{next_prefix, segment_of, segment_prefix};
 use crate::format::key::LATEST_SEGMENT;
+use crate::format::key::{next_prefix, segment_of, segment_prefix};
 use crate::format::{latest_value, segment_value::merge_appends};
 use crate::ttl::LatestTtl;
 use histories::LongHistories;
@@ -533,7 +535,7 @@ impl Backend for RocksBackend {
         &self,
         segment: i64,
         from: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+        visit: &mut VisitUntil<'_>,
     ) -> Result<()> {
         let mut options = rocksdb::ReadOptions::default();
         options.fill_cache(false);

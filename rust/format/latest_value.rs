@@ -47,6 +47,8 @@ const POISON_LAYOUT: u8 = 0xFF;
 const HISTORY_HEADER_LEN: usize = 13;
 /// Timestamp and value length.
 const PUSH_HEADER_LEN: usize = 12;
+/// A row append's header: timestamp, valid-to, value size.
+const APPEND_LEN: usize = 20;
 
 /// A decoded latest-value entry: the newest version and the unsettled history behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +94,9 @@ impl<'a> Latest<'a> {
     /// The start of the oldest version the entry holds (its newest's when it has no history):
     /// every version older than it is in the history rows.
     pub(crate) fn oldest(&self) -> i64 {
-        self.history().next().map_or(self.timestamp, |v| v.timestamp)
+        self.history()
+            .next()
+            .map_or(self.timestamp, |v| v.timestamp)
     }
 
     /// The version of the unsettled history valid at `t` (`None` when `t` is before it, or at
@@ -157,6 +161,11 @@ fn corrupt(detail: impl Into<String>) -> Error {
 
 /// Decodes a latest-value entry of either layout, checking its unsettled history.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Latest<'_>> {
+    decode_counted(bytes).map(|(latest, _)| latest)
+}
+
+/// [`decode`], and how many versions the unsettled history holds.
+fn decode_counted(bytes: &[u8]) -> Result<(Latest<'_>, usize)> {
     let raw = read_i64(bytes, 0).ok_or_else(|| {
         corrupt(format!(
             "entry of {} bytes is shorter than its 8-byte timestamp",
@@ -164,16 +173,19 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Latest<'_>> {
         ))
     })?;
     if raw >= 0 {
-        return Ok(Latest {
+        let latest = Latest {
             timestamp: raw,
             value: bytes.get(8..).unwrap_or_default(),
             history: &[],
-        });
+        };
+        return Ok((latest, 0));
     }
     match bytes.get(8) {
         Some(&HISTORY_LAYOUT) => {}
         Some(&POISON_LAYOUT) => {
-            return Err(corrupt("a merge of pushes that do not follow the stored entry"));
+            return Err(corrupt(
+                "a merge of pushes that do not follow the stored entry",
+            ));
         }
         other => return Err(corrupt(format!("unknown entry layout {other:?}"))),
     }
@@ -190,31 +202,35 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Latest<'_>> {
         value: bytes.get(HISTORY_HEADER_LEN..value_end).unwrap_or_default(),
         history: bytes.get(value_end..).unwrap_or_default(),
     };
-    check_history(&latest)?;
-    Ok(latest)
+    let versions = check_history(&latest)?;
+    Ok((latest, versions))
 }
 
 /// The unsettled history holds values (no tombstone: a tombstone is never a latest value),
-/// each ending where the next one starts, the last where the newest version starts.
-fn check_history(latest: &Latest<'_>) -> Result<()> {
+/// each ending where the next one starts, the last where the newest version starts. Returns
+/// how many it holds.
+fn check_history(latest: &Latest<'_>) -> Result<usize> {
     let mut rest = latest.history;
     let mut expected_start: Option<i64> = None;
+    let mut versions = 0;
     while !rest.is_empty() {
+        versions += 1;
         let (entry, valid_to, tail) =
             decode_append(rest).ok_or_else(|| corrupt("unsettled history is cut short"))?;
         let follows = expected_start.is_none_or(|start| start == entry.timestamp);
-        if entry.value.is_none() || entry.timestamp < 0 || entry.timestamp >= valid_to || !follows
-        {
-            return Err(corrupt("unsettled history versions do not follow each other"));
+        if entry.value.is_none() || entry.timestamp < 0 || entry.timestamp >= valid_to || !follows {
+            return Err(corrupt(
+                "unsettled history versions do not follow each other",
+            ));
         }
         expected_start = Some(valid_to);
         rest = tail;
     }
     match expected_start {
-        Some(end) if end != latest.timestamp => {
-            Err(corrupt("unsettled history does not end at the newest version"))
-        }
-        _ => Ok(()),
+        Some(end) if end != latest.timestamp => Err(corrupt(
+            "unsettled history does not end at the newest version",
+        )),
+        _ => Ok(versions),
     }
 }
 
@@ -245,17 +261,23 @@ pub(crate) fn merge<'o>(
     })
 }
 
+/// Applies the pushes in one pass over them, then writes the entry in one allocation: the
+/// base's history is copied once, as it is (a merge runs at every read of an entry with pushes
+/// in RocksDB, and at compactions).
 fn apply_pushes<'o>(
     base: Option<&[u8]>,
     operands: impl Iterator<Item = &'o [u8]>,
 ) -> Option<Merged> {
-    let base = match base {
-        Some(bytes) => Some(decode(bytes).ok()?),
-        None => None,
+    let (base, base_len) = match base {
+        Some(bytes) => {
+            let (latest, versions) = decode_counted(bytes).ok()?;
+            (Some(latest), versions)
+        }
+        None => (None, 0),
     };
     let mut newest: Option<(i64, &[u8])> = base.map(|b| (b.timestamp, b.value));
-    let mut history = base.map_or_else(Vec::new, |b| b.history.to_vec());
-    let mut history_len = base.map_or(0, |b| b.history().count());
+    // The versions pushes move behind the newest: `(timestamp, value, valid_to)`.
+    let mut moved: Vec<(i64, &[u8], i64)> = Vec::new();
     for operand in operands {
         for push in pushes(operand) {
             let (t, value) = push?;
@@ -264,36 +286,52 @@ fn apply_pushes<'o>(
                     return None;
                 }
                 if t > newest_t {
-                    let replaced = Entry {
-                        timestamp: newest_t,
-                        value: Some(newest_value),
-                    };
-                    encode_append(replaced, t, &mut history);
-                    history_len += 1;
+                    moved.push((newest_t, newest_value, t));
                 }
             }
             newest = Some((t, value));
         }
     }
     let (timestamp, value) = newest?;
+    let history = base.map_or(&[][..], |b| b.history);
     Some(Merged {
-        bytes: encode_with_history(timestamp, value, &history),
-        history_len,
+        bytes: encode_entry(timestamp, value, history, &moved),
+        history_len: base_len + moved.len(),
     })
 }
 
-/// An entry holding `history` (appends, oldest first, ending at `timestamp`), plain when empty.
-pub(crate) fn encode_with_history(timestamp: i64, value: &[u8], history: &[u8]) -> Vec<u8> {
-    if history.is_empty() {
+/// An entry: the newest version, `history` (appends, oldest first) and then the `moved`
+/// versions as appends; plain when both are empty.
+fn encode_entry(
+    timestamp: i64,
+    value: &[u8],
+    history: &[u8],
+    moved: &[(i64, &[u8], i64)],
+) -> Vec<u8> {
+    if history.is_empty() && moved.is_empty() {
         return encode(timestamp, value).into_vec();
     }
-    let mut out = Vec::with_capacity(HISTORY_HEADER_LEN + value.len() + history.len());
+    let moved_len: usize = moved.iter().map(|(_, v, _)| APPEND_LEN + v.len()).sum();
+    let mut out = Vec::with_capacity(HISTORY_HEADER_LEN + value.len() + history.len() + moved_len);
     out.extend_from_slice(&(timestamp | HISTORY_MARK).to_be_bytes());
     out.push(HISTORY_LAYOUT);
     out.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_be_bytes());
     out.extend_from_slice(value);
     out.extend_from_slice(history);
+    for &(t, v, valid_to) in moved {
+        let entry = Entry {
+            timestamp: t,
+            value: Some(v),
+        };
+        encode_append(entry, valid_to, &mut out);
+    }
     out
+}
+
+/// An entry holding `history` (appends, oldest first, ending at `timestamp`), plain when empty.
+#[cfg(test)]
+pub(crate) fn encode_with_history(timestamp: i64, value: &[u8], history: &[u8]) -> Vec<u8> {
+    encode_entry(timestamp, value, history, &[])
 }
 
 #[cfg(test)]

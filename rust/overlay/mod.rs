@@ -15,9 +15,9 @@
 use crate::backend::Visit;
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, segment_of, storage_key};
+use crate::format::short_bytes::ShortBytes;
 use crate::format::{latest_value, merge_operands};
 use crate::state::KeyCounts;
-use crate::format::short_bytes::ShortBytes;
 use crate::view::ReadClient;
 use journal::{Journal, Saved};
 use pending::{Base, Pending, PendingMap};
@@ -145,7 +145,9 @@ impl Overlay {
     pub(crate) fn pushes_on_stored(&self, key: &[u8]) -> Option<usize> {
         match self.pending.get(key) {
             None => Some(0),
-            Some(p) if matches!(p.base, Base::Stored) => Some(latest_value::pushes(&p.appends).count()),
+            Some(p) if matches!(p.base, Base::Stored) => {
+                Some(latest_value::pushes(&p.appends).count())
+            }
             Some(_) => None,
         }
     }

@@ -5,8 +5,8 @@ use super::pending::Base;
 use crate::backend::{Backend, Write, WriteSet};
 use crate::error::Result;
 use crate::format::key::{META_SEGMENT, StorageKey, sort_prefix, storage_key};
-use crate::format::meta;
 use crate::format::merge_operands;
+use crate::format::meta;
 use crate::latest_cache::LatestCache;
 use crate::view::is_latest_key;
 

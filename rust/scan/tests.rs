@@ -264,7 +264,10 @@ fn run(
             .count() as u64;
         let stats = sut.store_mut().stats().expect("stats");
         prop_assert!(stats.latest_keys <= latest, "{stats:?}: {latest}");
-        prop_assert!(latest <= stats.latest_keys + stats.unsettled_puts, "{stats:?}: {latest}");
+        prop_assert!(
+            latest <= stats.latest_keys + stats.unsettled_puts,
+            "{stats:?}: {latest}"
+        );
         sut.store_mut().settle().expect("settle");
         let stats = sut.store_mut().stats().expect("stats");
         prop_assert_eq!((stats.latest_keys, stats.unsettled_puts), (latest, 0));

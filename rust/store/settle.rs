@@ -20,6 +20,13 @@ use crate::txn::Txn;
 /// Bytes of entries with history a pass collects before it settles them in one transaction.
 const PASS_CHUNK_BYTES: usize = 4 << 20;
 
+/// A step of the pass: the entries with unsettled history (storage key, entry), and the key
+/// the next step starts at (`None`: the pass is done).
+struct Chunk {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    next: Option<Vec<u8>>,
+}
+
 impl VersionedStore {
     /// Moves every replaced version still held in a latest-value entry to its history row, and
     /// counts the latest values: afterwards `stats().latest_keys` is exact and
@@ -39,9 +46,9 @@ impl VersionedStore {
         let mut from: Option<Vec<u8>> = None;
         let mut count = 0u64;
         loop {
-            let (chunk, next) = self.unsettled_entries(from.as_deref(), &mut count)?;
-            self.transaction(|txn| settle_all(txn, &chunk))?;
-            match next {
+            let chunk = self.unsettled_entries(from.as_deref(), &mut count)?;
+            self.transaction(|txn| settle_all(txn, &chunk.entries))?;
+            match chunk.next {
                 Some(next) => from = Some(next),
                 None => break,
             }
@@ -77,11 +84,7 @@ impl VersionedStore {
     /// From storage key `from` on: the latest-value entries with unsettled history, up to
     /// about [`PASS_CHUNK_BYTES`] of them, and the key the next chunk starts at (`None`: none).
     /// `count` counts every entry passed.
-    fn unsettled_entries(
-        &self,
-        from: Option<&[u8]>,
-        count: &mut u64,
-    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
+    fn unsettled_entries(&self, from: Option<&[u8]>, count: &mut u64) -> Result<Chunk> {
         let mut chunk = Vec::new();
         let (mut bytes, mut next) = (0, None);
         self.backend
@@ -97,7 +100,10 @@ impl VersionedStore {
                 }
                 Ok(true)
             })?;
-        Ok((chunk, next))
+        Ok(Chunk {
+            entries: chunk,
+            next,
+        })
     }
 }
 

@@ -206,3 +206,80 @@ def test_a_store_with_a_latest_ttl_reads_and_continues(ttl_set: Path, tmp_path: 
         expected = golden.kv_reads(model, keys)
     local = tmp_path / "rebuilt"
     assert golden.sessions_checkpoint_reads(root, newest + 1, keys, local) == expected
+
+
+PUSHED_SETS = [s for s in SETS if "pushed" in json.loads((s / "golden.json").read_text())]
+
+
+def test_a_set_holds_a_store_of_every_store_format() -> None:
+    """Store format 5 (unsettled history, docs/format.md) has a set whose writes pushed."""
+    assert any(
+        max(json.loads((s / "golden.json").read_text())["pushed"]["unsettled_puts"]) > 0
+        for s in PUSHED_SETS
+    ), "run tests/golden/make_golden.py --add"
+
+
+@pytest.mark.parametrize("pushed_set", PUSHED_SETS, ids=[s.name for s in PUSHED_SETS])
+def test_a_store_of_read_free_puts_reads_and_continues(pushed_set: Path, tmp_path: Path) -> None:
+    """A store of format 5, its latest values holding unsettled history in its snapshots and
+    changelogs: every version rebuilds and reads as it did; a further commit of in-order puts
+    (pushed again) and late writes continues it, and a rebuild of that reads as the reference
+    does, before and after the store is settled."""
+    root = tmp_path / "root"
+    shutil.copytree(pushed_set / "root", root)
+    data = json.loads((pushed_set / "golden.json").read_text())["pushed"]
+    late = dict(data["late_ops"])
+    keys = golden.pushed_recorded_keys(late)
+    for version, expected in data["reads"].items():
+        local = tmp_path / f"l-{version}"
+        assert golden.pushed_checkpoint_reads(root, int(version), keys, local) == expected
+    newest = data["versions"]
+    late[str(newest + 1)] = golden.pushed_late_ops(random.Random(7), newest + 1)
+    keys = golden.pushed_recorded_keys(late)
+    part = golden.open_partition(
+        root, "pushed", 0, newest, tmp_path / "exec", memory_limit_mb=golden.PUSHED_MEMORY_MB
+    )
+    golden.apply_pushed(part.store, golden.pushed_ops(late)[str(newest + 1)])
+    assert part.store.stats().unsettled_puts > 0
+    part.commit()
+    with golden.reference(golden.pushed_ops(late), newest + 1) as model:
+        expected = golden.pushed_reads(model, keys)
+    assert golden.pushed_checkpoint_reads(root, newest + 1, keys, tmp_path / "rebuilt") == expected
+    part = golden.open_partition(root, "pushed", 0, newest + 1, tmp_path / "settled")
+    part.store.settle()
+    assert golden.pushed_reads(part.store, keys) == expected
+    assert part.store.stats().unsettled_puts == 0
+    part.abort()
+
+
+def test_read_free_puts_upgrade_an_older_store_and_it_rebuilds(
+    golden_set: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """An earlier format's store (``kv``, format 3) continued by puts that skip their reads
+    becomes format 5 in that commit: it rebuilds, and reads as the reference does."""
+    root, g = golden_set
+    p, data = next(iter(g["kv"]["partitions_data"].items()))
+    newest = max(int(v) for v in data["ops"])
+    stream_time = data["reads"][str(newest)]["observed_stream_time"]
+    fresh = [f"up{i:04d}".encode() for i in range(golden.PUSHED["keys"])]
+    ops = dict(data["ops"])
+    ops[str(newest + 1)] = [
+        ["put", k.hex(), k.hex(), stream_time + 1 + (r * len(fresh) + i) // 200]
+        for r in range(2)
+        for i, k in enumerate(fresh)
+    ]
+    part = golden.open_partition(
+        root, "kv", int(p), newest, tmp_path / "exec", memory_limit_mb=golden.PUSHED_MEMORY_MB
+    )
+    golden.apply_kv(part.store, ops[str(newest + 1)])
+    assert part.store.stats().unsettled_puts > 0
+    part.commit()
+    keys = golden.KV_KEYS + fresh[::97]
+    with golden.reference(ops, newest + 1) as model:
+        expected = golden.kv_reads(model, keys)
+    local = tmp_path / "rebuilt"
+    rebuilt = golden.open_partition(root, "kv", int(p), newest + 1, local, read_only=True)
+    try:
+        assert golden.kv_reads(rebuilt.store, keys) == expected
+    finally:
+        rebuilt.abort()

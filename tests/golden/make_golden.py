@@ -21,6 +21,9 @@ version) and what each version reads. Two stores:
   3-4 with a column added, two widened and one dropped (``_columns-1.json``, marked values).
 * ``sessions``: a store with a latest TTL (``latest_ttl_ms``, store format 4 and a
   ``_meta.json`` of checkpoint format 3): keys that churn and expire, reclaimed at every commit.
+* ``pushed``: a store of format 5 (latest values with unsettled history, docs/format.md): puts
+  in time order over more keys than a 1 MB store's cache holds take the read-free path, late
+  writes and deletes settle some keys, and snapshots hold the rest unsettled.
 * ``moved``: typed columns repartitioned: versions 1-3 on two partitions, then moved to three
   at version 3 (``_partitioning-1.json``, changelogs of format 2 with their stream-time
   record), versions 4-5 on three; keys routed by the CRC-32 of their stored bytes.
@@ -464,6 +467,110 @@ def write_sessions(root: Path, scratch: Path) -> dict[str, Any]:
 
 
 STORES["sessions"] = write_sessions
+
+
+PUSHED = {"store": "pushed", "partitions": 1, "versions": 3, "seed": 5, "keys": 3000}
+#: A 1 MB store's cache of latest values holds about 2 500 of these keys: the rest are pushed.
+PUSHED_MEMORY_MB = 1
+
+
+def pushed_keys(count: int) -> list[bytes]:
+    return [f"p{i:04d}".encode() for i in range(count)]
+
+
+def pushed_in_order(version: int) -> list[list[Any]]:
+    """The in-order writes of ``pushed``'s commit ``version``: every key once, 20 times with 150
+    keys at each, a commit 100 ms after the last (the previous commit's versions stay within the
+    retention); key ``i``'s value is the byte ``(7 i + version) mod 251`` (not recorded: this
+    rule is)."""
+    count = PUSHED["keys"]
+    return [
+        ["put", key.hex(), bytes([(7 * i + version) % 251]).hex(), 100 * version + i * 20 // count]
+        for i, key in enumerate(pushed_keys(count))
+    ]
+
+
+def pushed_late_ops(rng: random.Random, version: int) -> list[list[Any]]:
+    """The writes of commit ``version`` after its in-order ones: late writes and deletes below
+    the new stream time (puts that read, and settle their keys)."""
+    ops: list[list[Any]] = []
+    for key in rng.sample(pushed_keys(PUSHED["keys"]), 12):
+        late = 100 * version + 19 - rng.randint(1, RETENTION_MS - 1)
+        kind = "delete" if rng.random() < 0.3 else "put"
+        ops.append([kind, key.hex(), None if kind == "delete" else "6c617465", late])
+    return ops
+
+
+def pushed_ops(late_by_version: dict[str, list[list[Any]]]) -> dict[str, list[list[Any]]]:
+    """Every commit's writes: the in-order ones, then the recorded late ones."""
+    return {v: pushed_in_order(int(v)) + late for v, late in late_by_version.items()}
+
+
+def pushed_recorded_keys(late: dict[str, list[list[Any]]]) -> list[bytes]:
+    """The keys whose reads the set records: the first and last of every 300, and the keys
+    written late."""
+    every = [k for i, k in enumerate(pushed_keys(PUSHED["keys"])) if i % 300 in (0, 299)]
+    written_late = {bytes.fromhex(op[1]) for ops in late.values() for op in ops}
+    return sorted(set(every) | written_late)
+
+
+def apply_pushed(store: verstore.VersionedStore, ops: list[list[Any]]) -> None:
+    """:func:`apply_kv`, the in-order puts in batches (``put_batch``) as a stream task writes."""
+    puts = ops[: PUSHED["keys"]]
+    for start in range(0, len(puts), 500):
+        chunk = puts[start : start + 500]
+        store.put_batch(
+            [bytes.fromhex(op[1]) for op in chunk],
+            [bytes.fromhex(op[2]) for op in chunk],
+            [op[3] for op in chunk],
+        )
+    apply_kv(store, ops[len(puts) :])
+
+
+def pushed_reads(store: verstore.VersionedStore, keys: list[bytes]) -> dict[str, Any]:
+    """:func:`kv_reads` at a few times: the previous commit's versions and this one's."""
+    ost = store.observed_stream_time
+    out: dict[str, Any] = {"observed_stream_time": ost}
+    for key in keys:
+        out[f"get {key.hex()}"] = record(store.get(key))
+        times = [ost - 120, ost - 100, ost - 85, ost - 20, ost - 12, ost]
+        out[f"as_of {key.hex()}"] = [record(store.get(key, as_of=t)) for t in times]
+        out[f"versions {key.hex()}"] = [record(r) for r in store.versions(key, ascending=True)]
+    return out
+
+
+def pushed_checkpoint_reads(root: Path, version: int, keys: list[bytes], local: Path) -> Any:
+    """:func:`pushed_reads` of ``keys`` at ``version``, rebuilt read-only in ``local``."""
+    part = open_partition(root, "pushed", 0, version, local, read_only=True)
+    try:
+        return pushed_reads(part.store, keys)
+    finally:
+        part.abort()
+
+
+def write_pushed(root: Path, scratch: Path) -> dict[str, Any]:
+    rng = random.Random(PUSHED["seed"])
+    late: dict[str, list[list[Any]]] = {}
+    unsettled = []
+    for version in range(PUSHED["versions"]):
+        late[str(version + 1)] = pushed_late_ops(rng, version + 1)
+        part = open_partition(
+            root, "pushed", 0, version, scratch / "pushed", memory_limit_mb=PUSHED_MEMORY_MB
+        )
+        apply_pushed(part.store, pushed_ops(late)[str(version + 1)])
+        unsettled.append(part.store.stats().unsettled_puts)
+        part.commit()
+    assert max(unsettled) > 0, "no put took the read-free path: the set would not be format 5"
+    reads = {}
+    for v in range(1, PUSHED["versions"] + 1):
+        with reference(pushed_ops(late), v) as store:
+            reads[str(v)] = pushed_reads(store, pushed_recorded_keys(late))
+        local = scratch / f"check-pushed-{v}"
+        assert pushed_checkpoint_reads(root, v, pushed_recorded_keys(late), local) == reads[str(v)]
+    return {**PUSHED, "late_ops": late, "reads": reads, "unsettled_puts": unsettled}
+
+
+STORES["pushed"] = write_pushed
 
 
 def main() -> None:

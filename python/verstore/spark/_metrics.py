@@ -49,6 +49,8 @@ class TaskMetrics:
             a ``latest_ttl`` ended (``keys_ttl_expired``).
         latest_keys: Keys with a latest value after the batch (with ``latest_ttl``, a live
             one, exact to one time bucket of the TTL).
+        unsettled_puts: Puts that skipped their reads since the stores' key count was last
+            exact: ``latest_keys`` is at most that many too low (docs/semantics.md §2.16).
         keys_ttl_expired: Keys whose newest value ``latest_ttl`` ended in this batch, counted
             when their time bucket wholly expired (docs/semantics.md §2.15).
         history_rows: Rows of history (a key's versions within one segment).
@@ -71,6 +73,7 @@ class TaskMetrics:
     rows_put: int = 0
     rows_expired: int = 0
     latest_keys: int = 0
+    unsettled_puts: int = 0
     keys_ttl_expired: int = 0
     history_rows: int = 0
     live_segments: int = 0
@@ -115,6 +118,7 @@ class TaskMetrics:
         flush: a store kept open is flushed after the task)."""
         s = store.stats()
         self.latest_keys += s.latest_keys
+        self.unsettled_puts += s.unsettled_puts
         self.keys_ttl_expired += s.ttl_expired_keys
         self.history_rows += s.history_rows
         self.live_segments += s.live_segments

@@ -134,7 +134,8 @@ impl CompactionFilter for Filter {
     /// Drops a latest value (`timestamp ‖ value`) that is reclaimable; keeps everything else.
     fn filter(&mut self, _level: u32, key: &[u8], value: &[u8]) -> Decision {
         let reclaimable = key.starts_with(&self.latest)
-            && latest_value::timestamp_of(value).is_some_and(|t| self.ttl.reclaimable(t, self.horizon));
+            && latest_value::timestamp_of(value)
+                .is_some_and(|t| self.ttl.reclaimable(t, self.horizon));
         if reclaimable {
             Decision::Remove
         } else {

@@ -164,7 +164,11 @@ fn finds_the_replaced_version_valid_at_a_time() {
     );
     let latest = decode(&bytes).expect("decodes");
     assert_eq!(latest.oldest(), 3);
-    let at = |t| latest.replaced_at(t).map(|v| (v.timestamp, v.valid_to, v.value));
+    let at = |t| {
+        latest
+            .replaced_at(t)
+            .map(|v| (v.timestamp, v.valid_to, v.value))
+    };
     assert_eq!(at(2), None);
     assert_eq!(at(3), Some((3, 7, &b"x"[..])));
     assert_eq!(at(6), Some((3, 7, &b"x"[..])));

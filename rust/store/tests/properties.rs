@@ -205,17 +205,7 @@ pub(super) fn apply(
             Ok(Vec::new())
         }
         Op::Crash => crash(sut),
-        Op::Settle => {
-            sut.store_mut()
-                .settle()
-                .map_err(|e| TestCaseError::fail(err(e)))?;
-            let stats = sut
-                .store_mut()
-                .stats()
-                .map_err(|e| TestCaseError::fail(err(e)))?;
-            prop_assert_eq!(stats.unsettled_puts, 0, "after settle");
-            Ok((0..KEYS.len()).collect())
-        }
+        Op::Settle => settle(sut),
         Op::Reclaim => {
             sut.store_mut()
                 .reclaim_expired()
@@ -223,6 +213,15 @@ pub(super) fn apply(
             Ok((0..KEYS.len()).collect())
         }
     }
+}
+
+/// `Op::Settle`: no read changes (every key is compared after it), and the count is exact.
+fn settle(sut: &mut Sut) -> Result<Vec<usize>, TestCaseError> {
+    let fail = |e: Error| TestCaseError::fail(describe(&e));
+    sut.store_mut().settle().map_err(fail)?;
+    let stats = sut.store_mut().stats().map_err(fail)?;
+    prop_assert_eq!(stats.unsettled_puts, 0, "after settle");
+    Ok((0..KEYS.len()).collect())
 }
 
 /// `Op::Crash`: the store comes back with what it held, its key count too (an open that

@@ -33,16 +33,29 @@ fn format_version(sut: &mut Sut) -> Option<u32> {
 /// the store and the model.
 fn put_rounds(sut: &mut Sut, model: &mut Model, versions: i64) {
     for round in 0..versions {
-        let rows: Vec<(&[u8], Option<&[u8]>, i64)> = KEYS
+        let rows: Vec<_> = KEYS
             .iter()
-            .enumerate()
-            .map(|(i, key)| (*key, Some(&b"vw"[..i % 3]), round * 10 + i as i64))
+            .zip(0i64..)
+            .map(|(key, i)| {
+                (
+                    *key,
+                    Some(&b"vw"[..usize::try_from(i % 3).unwrap_or(0)]),
+                    round * 10 + i,
+                )
+            })
             .collect();
         for &(key, value, ts) in &rows {
             model.put(key, value, ts);
         }
-        let outcomes = sut.store_mut().put_batch(rows.iter().copied()).expect("put");
-        assert!(outcomes.iter().all(|o| o.code() == crate::VALID_TO_UNDEFINED));
+        let outcomes = sut
+            .store_mut()
+            .put_batch(rows.iter().copied())
+            .expect("put");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| o.code() == crate::VALID_TO_UNDEFINED)
+        );
     }
 }
 
@@ -67,7 +80,11 @@ fn in_order_puts_push_and_read_as_the_model_before_and_after_settling() {
             same(&sut, &model, retention);
             sut.store_mut().settle().expect("settle");
             let after = stats(&mut sut);
-            assert_eq!((after.latest_keys, after.unsettled_puts), (4, 0), "{backing:?}");
+            assert_eq!(
+                (after.latest_keys, after.unsettled_puts),
+                (4, 0),
+                "{backing:?}"
+            );
             same(&sut, &model, retention);
             sut.reopen();
             same(&sut, &model, retention);
@@ -84,14 +101,17 @@ fn a_put_that_reads_settles_the_entry_then_places_as_kafka() {
         let mut model = Model::new(config);
         put_rounds(&mut sut, &mut model, 4);
         // Below stream time: into the unsettled history of every key, and a tombstone.
-        for (i, key) in KEYS.iter().enumerate() {
-            let ts = 15 + i as i64;
+        for (key, i) in KEYS.iter().zip(0i64..) {
+            let ts = 15 + i;
             let expected = model.put(key, Some(b"late"), ts);
             let got = sut.store_mut().put(key, Some(b"late"), ts).expect("put");
             assert_eq!(got.code(), expected, "{backing:?} {key:?}");
         }
         let expected = model.delete(KEYS[1], 100);
-        assert_eq!(sut.store_mut().delete(KEYS[1], 100).expect("delete"), expected);
+        assert_eq!(
+            sut.store_mut().delete(KEYS[1], 100).expect("delete"),
+            expected
+        );
         same(&sut, &model, 1_000);
         sut.reopen();
         same(&sut, &model, 1_000);
@@ -106,11 +126,15 @@ fn a_long_unsettled_history_is_settled_by_the_next_write() {
     let mut sut = Sut::new(config, Backing::Pushing);
     let mut model = Model::new(config);
     let hot = KEYS[1];
-    for t in 0..(4 * LONG_HISTORY as i64) {
+    for t in 0..4 * i64::try_from(LONG_HISTORY).expect("small") {
         model.put(KEYS[0], Some(b"other"), t * 2);
-        sut.store_mut().put(KEYS[0], Some(b"other"), t * 2).expect("put");
+        sut.store_mut()
+            .put(KEYS[0], Some(b"other"), t * 2)
+            .expect("put");
         model.put(hot, Some(b"x"), t * 2 + 1);
-        sut.store_mut().put(hot, Some(b"x"), t * 2 + 1).expect("put");
+        sut.store_mut()
+            .put(hot, Some(b"x"), t * 2 + 1)
+            .expect("put");
         // A read merges the entry as RocksDB reads it (pushes on a stored base).
         sut.store_mut().get(hot).expect("get");
     }
@@ -127,7 +151,11 @@ fn a_long_unsettled_history_is_settled_by_the_next_write() {
             .expect("read");
         versions
     };
-    assert!(history(&mut sut) <= LONG_HISTORY + 1, "{}", history(&mut sut));
+    assert!(
+        history(&mut sut) <= LONG_HISTORY + 1,
+        "{}",
+        history(&mut sut)
+    );
     same(&sut, &model, 1_000_000);
 }
 
@@ -194,17 +222,25 @@ fn run(config: StoreConfig, backing: Backing, ops: &[Op]) -> Result<u64, TestCas
         let mut keys: Vec<&[u8]> = touched.iter().map(|&k| KEYS[k]).collect();
         keys.sort_unstable();
         keys.dedup();
-        compare(&sut, &model, &keys, &Plan::narrow(model.stream_time, retention))
-            .map_err(|e| TestCaseError::fail(format!("after step {step} {op:?}: {e}")))?;
+        compare(
+            &sut,
+            &model,
+            &keys,
+            &Plan::narrow(model.stream_time, retention),
+        )
+        .map_err(|e| TestCaseError::fail(format!("after step {step} {op:?}: {e}")))?;
         let counted = model.counted_keys();
         prop_assert!(now.latest_keys <= counted && counted <= now.latest_keys + now.unsettled_puts);
     }
     let wide = Plan::wide(model.stream_time, retention);
     compare(&sut, &model, &KEYS, &wide).map_err(|e| TestCaseError::fail(format!("end: {e}")))?;
-    sut.store_mut().settle().map_err(|e| TestCaseError::fail(describe(&e)))?;
+    sut.store_mut()
+        .settle()
+        .map_err(|e| TestCaseError::fail(describe(&e)))?;
     prop_assert_eq!(stats(&mut sut).latest_keys, model.counted_keys());
     sut.reopen();
-    compare(&sut, &model, &KEYS, &wide).map_err(|e| TestCaseError::fail(format!("reopened: {e}")))?;
+    compare(&sut, &model, &KEYS, &wide)
+        .map_err(|e| TestCaseError::fail(format!("reopened: {e}")))?;
     Ok(pushed)
 }
 
