@@ -318,8 +318,9 @@ def large_state_table(py: list[Result]) -> list[str]:
         return []
     lines = [
         "| keys (versions) | store | budget | put rows/s | x raw | x raw_rmw | as-of read rows/s "
-        "| x raw | peak RSS over baseline | after close | disk bytes/version | x raw |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| x raw | reopened, random times | x raw | peak RSS over baseline | after close "
+        "| disk bytes/version | x raw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in runs:
         verstore = e["kind"] == "verstore"
@@ -329,10 +330,13 @@ def large_state_table(py: list[Result]) -> list[str]:
             return f"{e[name]:.2f}" if name in e else "-"
 
         read = rate_text(e["read_rows_per_s"]) if e.get("read_rows_per_s") else "-"
+        cold = e.get("reopened_read_rows_per_s")
+        reopened = rate_text(cold) if cold else "-"
         lines.append(
             f"| {e['keys']:,} ({4 * e['keys']:,}) | {e['kind']} | {budget} | "
             f"{rate_text(e['put_rows_per_s'])} | {x('put_x_raw')} | {x('put_x_raw_rmw')} | "
-            f"{read} | {x('read_x_raw')} | {e['peak_mb']:.0f} MB | "
+            f"{read} | {x('read_x_raw')} | {reopened} | {x('reopened_read_x_raw')} | "
+            f"{e['peak_mb']:.0f} MB | "
             f"{e['after_close_mb']:.0f} MB | {e['disk_bytes_per_version']:.1f} | "
             f"{x('disk_x_raw')} |"
         )
@@ -351,6 +355,7 @@ def large_state_plot(py: list[Result], out: Path, plt: Any) -> str | None:
         for field, style, what in (
             ("put_rows_per_s", "-o", "put"),
             ("read_rows_per_s", "--s", "as-of read"),
+            ("reopened_read_rows_per_s", ":^", "as-of read, reopened"),
         ):
             if not all(e.get(field) for e in mine):
                 continue
