@@ -365,15 +365,18 @@ impl VersionedStore {
             txn.reserve(rows.len());
             let mut newest = txn.state.stream_time;
             let mut ahead = rows.clone().map(|(key, value, ts)| {
-                let reads = !read_free || value.is_none() || ts < newest;
+                let may_push = read_free && value.is_some() && ts >= newest;
                 newest = newest.max(ts);
-                (key, reads)
+                (key, may_push)
             });
             let mut outcomes = Vec::with_capacity(rows.len());
             for (i, (key, value, ts)) in rows.enumerate() {
                 if i % READ_AHEAD_ROWS == 0 {
+                    // Rows that will push need no read; while pushes are off, every row reads.
+                    let skip = txn.pushes_replace_reads();
                     let window = ahead.by_ref().take(READ_AHEAD_ROWS);
-                    txn.read_latest_ahead(window.filter(|(_, reads)| *reads).map(|(key, _)| key))?;
+                    let reads = window.filter(|(_, may_push)| !(skip && *may_push));
+                    txn.read_latest_ahead(reads.map(|(key, _)| key))?;
                 }
                 outcomes.push(put(txn, key, value, ts)?);
             }

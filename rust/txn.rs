@@ -115,6 +115,18 @@ impl<'s> Txn<'s> {
                 .is_some_and(|pending| pending < pushes)
     }
 
+    /// Whether an in-order put of a key the cache does not know may be a push (`may_push`)
+    /// rather than a read: the cache misses latest values, and the store has no TTL. While the
+    /// cache holds them all, a batch reads its keys ahead instead, as one sorted `MultiGet`.
+    pub(crate) fn pushes_replace_reads(&self) -> bool {
+        self.state.config.latest_ttl().is_none()
+            && self
+                .reader
+                .stored
+                .cache
+                .is_some_and(|cache| cache.misses(self.state.latest_keys.unwrap_or_default()))
+    }
+
     /// Stages a write of the store's metadata entry `name`.
     pub(crate) fn write_metadata(&mut self, name: &[u8], value: Vec<u8>) {
         self.overlay.write_metadata(name, Some(value));
