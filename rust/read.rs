@@ -220,25 +220,7 @@ pub(crate) fn as_of(
     as_of: i64,
 ) -> Result<Option<VersionedRecord>> {
     let newest = read_map(client, &storage_key(LATEST_SEGMENT, key), |bytes| {
-        let Some(bytes) = bytes else {
-            return Ok(Err(None));
-        };
-        let latest = latest_value::decode(bytes)?;
-        let record = |timestamp, valid_to, value: &[u8]| VersionedRecord {
-            value: value.to_vec(),
-            timestamp,
-            valid_to,
-        };
-        if latest.timestamp <= as_of {
-            return Ok(Ok(Some(record(latest.timestamp, None, latest.value))));
-        }
-        if as_of < horizon(state) {
-            return Ok(Ok(None));
-        }
-        Ok(match latest.replaced_at(as_of) {
-            Some(v) => Ok(Some(record(v.timestamp, Some(v.valid_to), v.value))),
-            None => Err(Some(latest.oldest())),
-        })
+        bytes.map_or(Ok(Err(None)), |bytes| as_of_latest(state, bytes, as_of))
     })?;
     let latest = match newest {
         Ok(record) => return Ok(record.and_then(|r| ttl_record(state, as_of, r))),
@@ -271,6 +253,32 @@ pub(crate) fn as_of(
         }
     }
     Ok(None)
+}
+
+/// The answer of `as_of` from a key's latest-value entry `bytes`: the version it holds (the
+/// newest, or one of its unsettled history) or none (before the horizon), else `Err` with the
+/// start of its oldest version, where the search of the rows begins.
+fn as_of_latest(
+    state: &State,
+    bytes: &[u8],
+    as_of: i64,
+) -> Result<std::result::Result<Option<VersionedRecord>, Option<i64>>> {
+    let latest = latest_value::decode(bytes)?;
+    let record = |timestamp, valid_to, value: &[u8]| VersionedRecord {
+        value: value.to_vec(),
+        timestamp,
+        valid_to,
+    };
+    if latest.timestamp <= as_of {
+        return Ok(Ok(Some(record(latest.timestamp, None, latest.value))));
+    }
+    if as_of < horizon(state) {
+        return Ok(Ok(None));
+    }
+    Ok(match latest.replaced_at(as_of) {
+        Some(v) => Ok(Some(record(v.timestamp, Some(v.valid_to), v.value))),
+        None => Err(Some(latest.oldest())),
+    })
 }
 
 /// One version as a read of history with tombstones returns it: `value` `None` is a tombstone.
@@ -320,6 +328,39 @@ impl Window {
 /// Takes one version: `(value or None for a tombstone, timestamp, valid_to)`.
 type VisitVersion<'v> = dyn FnMut(Option<&[u8]>, i64, Option<i64>) + 'v;
 
+/// `walk_versions` over a key's latest-value entry `bytes`: visits its newest version, then
+/// its unsettled history (every version in it is newer than the rows'), newest first. Returns
+/// the start of the oldest version it holds: the valid-to of the next one down.
+fn walk_latest(
+    state: &State,
+    bytes: &[u8],
+    window: Window,
+    visit: &mut VisitVersion<'_>,
+) -> Result<Option<i64>> {
+    let latest = latest_value::decode(bytes)?;
+    let (timestamp, value) = (latest.timestamp, Some(latest.value));
+    if let Seen::ValidTo(valid_to) = window.ttl_end(state, value, timestamp, None)
+        && window.selects(value, timestamp, valid_to)
+    {
+        visit(value, timestamp, valid_to);
+    }
+    if window.to < horizon(state) || !latest.has_history() {
+        return Ok(Some(timestamp));
+    }
+    let history: Vec<_> = latest.history().collect();
+    for v in history.iter().rev() {
+        let value = Some(v.value);
+        if !in_expired_segment(state, v.valid_to)
+            && let Seen::ValidTo(valid_to) =
+                window.ttl_end(state, value, v.timestamp, Some(v.valid_to))
+            && window.selects(value, v.timestamp, valid_to)
+        {
+            visit(value, v.timestamp, valid_to);
+        }
+    }
+    Ok(Some(latest.oldest()))
+}
+
 /// Hands every version of `key` that `window` selects to `visit`, newest first, as
 /// `(value or None for a tombstone, timestamp, valid_to)`.
 ///
@@ -336,32 +377,7 @@ fn walk_versions(
 ) -> Result<()> {
     // The start of the oldest version seen so far: the valid-to of the next one down.
     let mut newer = read_map(client, &storage_key(LATEST_SEGMENT, key), |bytes| {
-        let Some(bytes) = bytes else {
-            return Ok(None);
-        };
-        let latest = latest_value::decode(bytes)?;
-        let (timestamp, value) = (latest.timestamp, Some(latest.value));
-        if let Seen::ValidTo(valid_to) = window.ttl_end(state, value, timestamp, None)
-            && window.selects(value, timestamp, valid_to)
-        {
-            visit(value, timestamp, valid_to);
-        }
-        if window.to < horizon(state) || !latest.has_history() {
-            return Ok(Some(timestamp));
-        }
-        // The unsettled history, newest first: every version in it is newer than the rows'.
-        let history: Vec<_> = latest.history().collect();
-        for v in history.iter().rev() {
-            let value = Some(v.value);
-            if !in_expired_segment(state, v.valid_to)
-                && let Seen::ValidTo(valid_to) =
-                    window.ttl_end(state, value, v.timestamp, Some(v.valid_to))
-                && window.selects(value, v.timestamp, valid_to)
-            {
-                visit(value, v.timestamp, valid_to);
-            }
-        }
-        Ok(Some(latest.oldest()))
+        bytes.map_or(Ok(None), |bytes| walk_latest(state, bytes, window, visit))
     })?;
     if window.to < horizon(state) {
         return Ok(());

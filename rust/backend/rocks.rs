@@ -175,12 +175,9 @@ pub(crate) fn db_options(budget: &budget::Hold, write_buffer_bytes: usize) -> Op
     options_noting(budget, write_buffer_bytes, Arc::default())
 }
 
-/// [`db_options`] whose merge operator notes long unsettled histories in `histories`.
-fn options_noting(
-    budget: &budget::Hold,
-    write_buffer_bytes: usize,
-    histories: Arc<LongHistories>,
-) -> Options {
+/// SST files' layout: filters, a hashed data block index, index and filter blocks in the
+/// budget's block cache.
+fn table_options(budget: &budget::Hold) -> BlockBasedOptions {
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     table.set_whole_key_filtering(true);
@@ -198,6 +195,16 @@ fn options_noting(
     table.set_pin_top_level_index_and_filter(true);
     table.set_optimize_filters_for_memory(true);
     table.set_block_cache(&budget.cache);
+    table
+}
+
+/// [`db_options`] whose merge operator notes long unsettled histories in `histories`.
+fn options_noting(
+    budget: &budget::Hold,
+    write_buffer_bytes: usize,
+    histories: Arc<LongHistories>,
+) -> Options {
+    let table = table_options(budget);
     let mut options = Options::default();
     options.create_if_missing(true);
     options.set_block_based_table_factory(&table);

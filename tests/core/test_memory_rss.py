@@ -1,14 +1,16 @@
 """The memory budget holds as RSS: a process's peak RSS over its baseline stays within
-1.1 x its limit + 32 MiB while it puts and reads large state, with one store or four sharing
-the budget, and falls back to within 64 MiB of the baseline once every store is closed.
+1.1 x its limit + 32 MiB, plus 25 MiB for the batch call in flight, while it puts and reads
+large state, with one store or four sharing the budget, and falls back to within 64 MiB of the
+baseline once every store is closed.
 
 Each case runs ``benches/large_state.py`` in a fresh process (RSS is per process): puts of 4
 versions of every key by ``put_batch``, then as-of reads by ``get_batch``. The default size is
 a smoke size for ``make test``; ``VERSTORE_LONG_TESTS=1`` runs the long sizes (1 and 4 million
 keys, limits of 64, 256 and 1024 MiB), an hour or so.
 
-A batch call holds its own rows' writes until it returns, beside the budget (``set_memory_limit``):
-at 64 MiB the batches are 25 000 rows, at the larger limits 100 000.
+A batch call holds its own rows until it returns, beside the budget (``set_memory_limit``): the
+batches are 100 000 rows, and the bound allows them 25 MiB more (a call streams its read-ahead
+and its writes in rounds, so what it holds does not grow with the state).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ else:
     CASES = [(200_000, 64, 1), (200_000, 64, 4), (200_000, 256, 1)]
 
 
-def _batch_rows(budget_mb: int) -> int:
-    return 25_000 if budget_mb < 256 else 100_000
+BATCH_ROWS = 100_000
+#: What one call of ``BATCH_ROWS`` rows may hold beside the budget.
+CALL_MB = 25
 
 
 def _run(keys: int, budget_mb: int, stores: int, work: Path) -> dict[str, float]:
@@ -45,7 +48,7 @@ def _run(keys: int, budget_mb: int, stores: int, work: Path) -> dict[str, float]
             str(keys),
             f"--budget-mb={budget_mb}",
             f"--stores={stores}",
-            f"--batch={_batch_rows(budget_mb)}",
+            f"--batch={BATCH_ROWS}",
         ],
         cwd=ROOT,
         env={**os.environ, "VERSTORE_BENCH_DIR": str(work)},
@@ -64,7 +67,7 @@ def test_peak_rss_stays_within_the_budget(
     keys: int, budget_mb: int, stores: int, tmp_path: Path
 ) -> None:
     result = _run(keys, budget_mb, stores, tmp_path)
-    allowed = 1.1 * budget_mb + 32
+    allowed = 1.1 * budget_mb + 32 + CALL_MB
     print(f"\n{keys} keys, {budget_mb} MB, {stores} stores: peak {result['peak_mb']:.0f} MB "
           f"(allowed {allowed:.0f}), after close {result['after_close_mb']:.0f} MB")  # fmt: skip
     assert result["peak_mb"] <= allowed, result
