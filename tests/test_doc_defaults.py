@@ -317,7 +317,7 @@ STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
     ("docs/spark.md", r"`memoryLimitMb` \(default (\d+) MB\)", int, _conf.DEFAULT_MEMORY_LIMIT_MB),
     (
         "docs/spark.md",
-        r"`w`/`weeks`\), an int in ms or a `timedelta`\. Default `\"(\d+ days)\"`",
+        r"an int in ms or a `timedelta`\)\. Default `\"(\d+ days)\"`",
         str,
         helper_default("asof_join", "history_retention"),
     ),
