@@ -22,6 +22,7 @@ from typing import Any
 from verstore._core import VersionedStore, set_memory_limit
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.kept import Keeper
+from verstore.checkpoint.lineage import StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _metrics
 from verstore.spark._compat import to_arrow_schema
@@ -33,6 +34,7 @@ from verstore.spark._conf import (
     progress_metrics_enabled,
 )
 from verstore.spark._metrics import TaskMetrics
+from verstore.spark._query import check_before_start
 from verstore.spark._spill import RowBuffer, SpillArea
 
 #: Fault injection for tests: with this conf set to "true", a task raises right after its
@@ -322,6 +324,20 @@ def map_partitions_with_stores(
     ):
         raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
     specs = dict(stores)
+    # A restart with changed settings fails here, once, before the query starts.
+    check_before_start(
+        df.sparkSession,
+        {
+            name: StoreSettings(
+                spec.history_retention_ms,
+                spec.segment_interval_ms,
+                num_partitions,
+                spec.columns,
+                latest_ttl_ms=spec.latest_ttl_ms,
+            )
+            for name, spec in specs.items()
+        },
+    )
     user = _nullable_schema(schema)
     name = "verstore." + "+".join(specs)
     # Spark's observe() costs every output row (docs/spark.md, metrics): it can be turned off.
