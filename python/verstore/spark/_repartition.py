@@ -25,6 +25,7 @@ from verstore.location import Location
 from verstore.spark import _args as arguments
 from verstore.spark._conf import StorageCredentials, _local_dir
 from verstore.spark._query import query_position
+from verstore.spark._worker import portable
 
 Duration = str | int | timedelta
 
@@ -270,14 +271,14 @@ def _move(spark: Any, plan: steps.Plan, credentials: StorageCredentials) -> int:
     rows = _rows_schema(key_schema)
     sources = plan.source.num_partitions or 0
     read = spark.range(0, sources, 1, sources).mapInArrow(
-        _source_rows(plan, credentials), from_arrow_schema(rows)
+        portable(_source_rows(plan, credentials)), from_arrow_schema(rows)
     )
     # As the helpers route rows (_runtime.map_partitions_with_stores): by the key columns.
     by = [arguments.col(k) for k in keys]
     # In time order, a tombstone before a value at one time (steps.write_order).
     by_time = [arguments.col(_TIME), arguments.col(_VALUE).isNotNull()]
     routed = read.repartition(plan.target.num_partitions, *by).sortWithinPartitions(*by_time)
-    report = routed.mapInArrow(_writer(plan, credentials), _REPORT).collect()
+    report = routed.mapInArrow(portable(_writer(plan, credentials)), _REPORT).collect()
     done = sorted(r["partition"] for r in report)
     if done != list(range(plan.target.num_partitions or 0)):
         raise RuntimeError(

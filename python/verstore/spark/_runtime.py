@@ -36,6 +36,7 @@ from verstore.spark._conf import (
 from verstore.spark._metrics import TaskMetrics
 from verstore.spark._query import check_before_start
 from verstore.spark._spill import RowBuffer, SpillArea
+from verstore.spark._worker import portable
 
 #: Fault injection for tests: with this conf set to "true", a task raises right after its
 #: commit on its first attempt, so that Spark retries a task whose state is already committed.
@@ -345,7 +346,7 @@ def map_partitions_with_stores(
     run = _task(df, specs, num_partitions, fn, user, name, progress)
     shuffled = df.repartition(num_partitions, *keys)
     if not progress:
-        return shuffled.mapInArrow(run, user)
+        return shuffled.mapInArrow(portable(run), user)
     # A copy: StructType.add changes the schema it is called on.
     with_metrics = type(user)(list(user.fields)).add(_metrics.METRICS, _metrics.spark_type(), True)
-    return _metrics.observed(shuffled.mapInArrow(run, with_metrics), name)
+    return _metrics.observed(shuffled.mapInArrow(portable(run), with_metrics), name)
