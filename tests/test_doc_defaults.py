@@ -28,7 +28,7 @@ import pytest
 import verstore
 import verstore.checkpoint
 import verstore.spark
-from verstore.spark import _conf, _spill
+from verstore.spark import _conf, _query, _spill
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/spark.md", "docs/semantics.md", "docs/checkpoint.md")
@@ -239,6 +239,10 @@ def test_configuration_table_defaults_are_the_codes(
             True,
         ),
         "kept_stores_per_worker": (f"`{task.kept_stores}`", _conf.DEFAULT_KEPT_STORES),
+        "checkpoint_location": (
+            "the root's parent, when it is a Spark checkpoint",
+            _query._parent("s3://bucket/chk/pricing/verstore"),
+        ),
     }
     configure = inspect.signature(verstore.spark.configure).parameters
     rows = config_table()
@@ -253,6 +257,8 @@ def test_configuration_table_defaults_are_the_codes(
             assert configure[argument].default in (None, inspect.Parameter.empty), where
         if argument == "checkpoint_root":
             assert configure[argument].default is value, where
+        elif argument == "checkpoint_location":
+            assert value == "s3://bucket/chk/pricing", where
         elif argument == "local_dir":
             assert value == ("/fast/a/verstore", str(Path(tempfile.gettempdir(), "verstore")))
         elif argument in options:
@@ -317,7 +323,7 @@ STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
     ("docs/spark.md", r"`memoryLimitMb` \(default (\d+) MB\)", int, _conf.DEFAULT_MEMORY_LIMIT_MB),
     (
         "docs/spark.md",
-        r"`w`/`weeks`\), an int in ms or a `timedelta`\. Default `\"(\d+ days)\"`",
+        r"an int in ms or a `timedelta`\)\. Default `\"(\d+ days)\"`",
         str,
         helper_default("asof_join", "history_retention"),
     ),

@@ -83,6 +83,17 @@ def run_module(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def shown(key: bytes, value: str, timestamp: int, valid_to: int | None, partition: int = 0) -> str:
+    """What ``get`` prints for a record of a store of bytes keys."""
+    from verstore.times import iso
+
+    end = "- (the newest version)" if valid_to is None else f"{iso(valid_to)} ({valid_to})"
+    return (
+        f"partition   {partition}\nkey         {key!r}\nvalue       {value}\n"
+        f"valid_from  {iso(timestamp)} ({timestamp})\nvalid_to    {end}\n"
+    )
+
+
 def _problems(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("PROBLEM ")]
 
@@ -164,39 +175,70 @@ def test_inspect_shows_lineages_and_commits_off_the_winning_chain(
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["a"], "value=five timestamp=50 valid_to=None"),  # the newest version by default
-        (["--version", "5", "a"], "value=five timestamp=50 valid_to=None"),
-        (["--version", "2", "a"], "value=two timestamp=20 valid_to=None"),
-        (["--version", "5", "--as-of", "25", "a"], "value=two timestamp=20 valid_to=30"),
-        (["--version", "2", "b"], "value=bee timestamp=12 valid_to=None"),
-        (["--version", "5", "--hex", "ffffff"], "value=0001 timestamp=26 valid_to=None"),
-        (["--version", "9", "a"], "value=five timestamp=50 valid_to=None"),  # above the newest
-        (["--lineage", LINEAGE, "--version", "4", "a"], "value=four timestamp=30 valid_to=None"),
+        (["a"], shown(b"a", "five", 50, None)),  # the newest version by default
+        (["--version", "5", "a"], shown(b"a", "five", 50, None)),
+        (["--version", "2", "a"], shown(b"a", "two", 20, None)),
+        (["--version", "5", "--as-of", "25", "a"], shown(b"a", "two", 20, 30)),
+        (
+            ["--version", "5", "--as-of", "1970-01-01T00:00:00.025Z", "a"],
+            shown(b"a", "two", 20, 30),
+        ),
+        (["--version", "2", "b"], shown(b"b", "bee", 12, None)),
+        (["--version", "5", "--hex", "ffffff"], shown(b"\xff\xff\xff", "0001", 26, None)),
+        (["--version", "9", "a"], shown(b"a", "five", 50, None)),  # above the newest
+        (["--lineage", LINEAGE, "--version", "4", "a"], shown(b"a", "four", 30, None)),
     ],
 )
 def test_get_reads_a_key_at_a_version(
     checkpoint: Target, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
 ) -> None:
     code, out, _ = run(capsys, "get", *checkpoint.cli_args(), "--partition", "0", *argv)
-    assert (code, out) == (0, expected + "\n")
+    assert (code, out) == (0, expected)
+
+
+def test_get_without_a_partition_reads_every_one_of_a_store_of_bytes_keys(
+    checkpoint: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "get", *checkpoint.cli_args(), "--version", "2", "b")
+    assert (code, out) == (0, shown(b"b", "bee", 12, None))
+    assert "reading every partition for the key" in err
+
+
+def test_get_json_is_one_object_for_scripts(
+    checkpoint: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["get", *checkpoint.cli_args(), "--partition", "0", "--json", "--as-of", "25", "a"]
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert json.loads(out) == {
+        "found": True, "partition": 0, "key": {"key": "61"}, "value": {"value": "two"},
+        "valid_from": 20, "valid_from_iso": "1970-01-01T00:00:00.020Z",
+        "valid_to": 30, "valid_to_iso": "1970-01-01T00:00:00.030Z",
+    }  # fmt: skip
+    code, out, _ = run(capsys, *args[:-1], "nothing")
+    assert (code, json.loads(out)) == (1, {"found": False, "key": {"key": "6e6f7468696e67"}})
 
 
 @pytest.mark.parametrize(
     "argv",
     [["--version", "5", "b"], ["--version", "1", "nothing"], ["--version", "0", "a"], ["zzz"]],
 )
-def test_get_of_an_absent_key_prints_none_and_fails(
+def test_get_of_an_absent_key_says_so_and_fails(
     checkpoint: Target, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    code, out, _ = run(capsys, "get", *checkpoint.cli_args(), "--partition", "0", *argv)
-    assert (code, out) == (1, "None\n")
+    code, out, err = run(capsys, "get", *checkpoint.cli_args(), "--partition", "0", *argv)
+    assert (code, out) == (1, "")
+    message = err.splitlines()[-1]  # after the rebuild's progress
+    assert message.startswith("no version of key key=b'")
+    assert message.endswith(f"in partition 0 of store {STORE!r}")
 
 
 def test_get_of_a_partition_that_never_ran_finds_nothing(
     checkpoint: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "get", *checkpoint.cli_args(), "--partition", "7", "a")
-    assert (code, out) == (1, "None\n")
+    code, out, err = run(capsys, "get", *checkpoint.cli_args(), "--partition", "7", "a")
+    assert (code, out) == (1, "")
+    assert err == f"no version of key key=b'a' in partition 7 of store {STORE!r}\n"
 
 
 def test_get_of_a_version_older_than_cleanup_kept_names_it(
@@ -237,7 +279,7 @@ def test_get_needs_a_store_name_when_the_root_holds_several(
     assert (code, out) == (2, "")
     assert err == f"error: name one store with --store (found: {STORE}, other)\n"
     code, out, _ = run(capsys, *argv, "--store", "other")
-    assert (code, out) == (0, "value=other timestamp=1 valid_to=None\n")
+    assert (code, out) == (0, shown(b"a", "other", 1, None))
 
 
 def test_get_needs_a_lineage_when_the_store_holds_several(
@@ -250,7 +292,7 @@ def test_get_needs_a_lineage_when_the_store_holds_several(
     assert (code, out) == (2, "")
     assert err == f"error: store {STORE}: name one lineage with --lineage (found: q1, q2)\n"
     code, out, _ = run(capsys, *argv, "--lineage", "q2")
-    assert (code, out) == (0, "value=second query timestamp=1 valid_to=None\n")
+    assert (code, out) == (0, shown(b"a", "second query", 1, None))
     code, out, err = run(capsys, *argv, "--lineage", "q3")
     assert (code, out) == (1, "")
     assert err == f"error: store {STORE} has no lineage 'q3' (found: q1, q2)\n"
@@ -268,8 +310,8 @@ def test_scan_prints_each_keys_latest_version(
     assert lines[0].split() == ["key", "value", "valid_from", "valid_to", "partition"]
     # a is "five" since 50; b was deleted at 25; the key ff ff ff holds 00 01 since 26
     assert len(lines) == 3
-    assert "b'a'" in lines[1] and "b'five'" in lines[1] and " 50 " in lines[1]
-    assert "b'\\xff\\xff\\xff'" in lines[2] and " 26 " in lines[2]
+    assert lines[1].split() == ["b'a'", "b'five'", "1970-01-01T00:00:00.050Z", "(50)", "-", "0"]
+    assert lines[2].split()[0] == "b'\\xff\\xff\\xff'" and " (26) " in lines[2]
 
 
 def test_scan_as_of_a_time_and_with_history_to_parquet(
@@ -303,6 +345,230 @@ def test_scan_refuses_as_of_with_history(
 ) -> None:
     code, _, err = run(capsys, "scan", *checkpoint.cli_args(), "--history", "--as-of", "3")
     assert code == 2 and "with --history use --from/--to" in err
+
+
+# --- keys given as their column values ----------------------------------------------------------
+
+#: 2026-03-01T10:00:00Z.
+T0 = 1_772_359_200_000
+TYPED = "calibrations"
+#: Calibrations keyed by (sensor, channel): (sensor, channel, offset, note, time).
+CALIBRATIONS = [
+    ("d03", 1, 0.5, "installed", T0),
+    ("d03", 1, 0.75, None, T0 + 60_000),
+    ("d03", 1, 1.0, "swapped", T0 + 120_000),
+    ("d03", 2, 2.0, "ch2", T0 + 30_000),
+    ("d03", 0, 0.0, "ch0", T0),
+    ("d04", 1, 4.0, "", T0),
+]
+#: Spark's ``pmod(hash(sensor, channel), 4)``, where the helpers put each key on 4 partitions
+#: (tests/spark/test_cli_keys.py checks ``verstore.keys`` against Spark's ``hash()``).
+SPARK_PARTITION = {("d03", 1): 2, ("d03", 2): 2, ("d04", 1): 3, ("d03", 0): 1}
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory: pytest.TempPathFactory) -> Target:
+    """A store of typed keys and values, as the Spark helpers write one: the tuple encoding of
+    (sensor: string, channel: int32) -> (offset: double, note: string), each key in its
+    partition of 4, one micro-batch."""
+    import pyarrow as pa
+    from verstore._core import TUPLE_ENCODING, encode_rows
+    from verstore.checkpoint import ColumnLayout
+
+    key_schema = pa.schema([("sensor", pa.string()), ("channel", pa.int32())])
+    value_schema = pa.schema([("offset", pa.float64()), ("note", pa.string())])
+    layout = ColumnLayout.of(TUPLE_ENCODING, key_schema, value_schema)
+    scratch = tmp_path_factory.mktemp("typed")
+    target = Target("local", str(scratch / "checkpoint"), None, scratch)
+    rows = pa.Table.from_pylist(
+        [
+            {"sensor": s, "channel": c, "offset": o, "note": n, "t": t}
+            for s, c, o, n, t in CALIBRATIONS
+        ]
+    )
+    encoded_keys = encode_rows(rows.select(["sensor", "channel"]).cast(key_schema).to_batches()[0])
+    values = encode_rows(rows.select(["offset", "note"]).cast(value_schema).to_batches()[0])
+    for p in range(4):
+        part = target.open(
+            0, store=TYPED, partition=p, num_partitions=4, columns=layout,
+            history_retention_ms=86_400_000, segment_interval_ms=3_600_000,
+        )  # fmt: skip
+        for i, (s, c, *_, t) in enumerate(CALIBRATIONS):
+            if SPARK_PARTITION[(s, c)] == p:
+                part.store.put(encoded_keys[i].as_py(), values[i].as_py(), t)
+        part.commit()
+    return target
+
+
+def test_get_finds_a_key_by_its_values_in_its_partition_as_of_an_iso_time(
+    typed: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = (
+        "partition   2\nsensor      d03\nchannel     1\noffset      0.75\nnote        -\n"
+        "valid_from  2026-03-01T10:01:00.000Z (1772359260000)\n"
+        "valid_to    2026-03-01T10:02:00.000Z (1772359320000)\n"
+    )
+    for as_of in ("2026-03-01T10:01:30Z", "2026-03-01T11:01:30+01:00", str(T0 + 90_000)):
+        code, out, err = run(capsys, "get", typed.uri, "--as-of", as_of, "d03", "1")
+        assert (code, out) == (0, expected), err
+    code, out, _ = run(capsys, "get", typed.uri, "d04", "1")  # the newest version
+    assert out.splitlines()[-1] == "valid_to    - (the newest version)"
+    assert out.splitlines()[:5] == [
+        "partition   3", "sensor      d04", "channel     1", "offset      4.0", "note        ",
+    ]  # fmt: skip
+
+
+def test_get_json_of_a_typed_key(typed: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "get", typed.uri, "--json", "--as-of", "2026-03-01T10:00Z", "d03", "1"
+    )
+    assert (code, json.loads(out)) == (0, {
+        "found": True, "partition": 2, "key": {"sensor": "d03", "channel": 1},
+        "value": {"offset": 0.5, "note": "installed"},
+        "valid_from": T0, "valid_from_iso": "2026-03-01T10:00:00.000Z",
+        "valid_to": T0 + 60_000, "valid_to_iso": "2026-03-01T10:01:00.000Z",
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--as-of", "2026-03-01T09:00:00Z", "d03", "1"],
+            "no version of key sensor='d03', channel=1 as of 2026-03-01T09:00:00.000Z "
+            "(1772355600000) in partition 2 (the key's, as the helpers route it) of store "
+            "'calibrations'",
+        ),
+        (
+            ["--partition", "0", "d03", "1"],
+            "no version of key sensor='d03', channel=1 in partition 0 of store 'calibrations'",
+        ),
+        (
+            ["--partition", "2", "--hex", b"d03".hex()],
+            "no version of key key=b'd03' in partition 2 of store 'calibrations': its keys are "
+            "the tuple encoding of (sensor: string, channel: int32); give the key's values "
+            "instead of raw bytes",
+        ),
+    ],
+)
+def test_get_of_a_typed_key_not_found_says_where_it_looked(
+    typed: Target, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "get", typed.uri, *argv)
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-1] == message
+
+
+def test_get_finds_the_tuple_encoding_in_hex_and_prints_its_columns(
+    typed: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow as pa
+    from verstore._core import encode_rows
+
+    key = pa.RecordBatch.from_pylist(
+        [{"sensor": "d04", "channel": 1}],
+        schema=pa.schema([("sensor", pa.string()), ("channel", pa.int32())]),
+    )
+    code, out, _ = run(
+        capsys, "get", typed.uri, "--partition", "3", "--hex", encode_rows(key)[0].as_py().hex()
+    )
+    assert code == 0 and out.splitlines()[1:4] == [
+        "sensor      d04", "channel     1", "offset      4.0",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["d03"],
+            "KEY: the store's keys are (sensor: string, channel: int32): give all 2 values "
+            "(scan --prefix takes the first ones), got 1",
+        ),
+        (["d03", "one"], "KEY: 'one' is not a value of key column 'channel' (int32)"),
+        (
+            ["d03", "1", "x"],
+            "KEY: the store's keys are (sensor: string, channel: int32): give 1 to 2 values, got 3",
+        ),
+        (["d03", "3000000000"], "KEY: 3000000000 is not a value of key column 'channel'"),
+        (
+            ["--as-of", "yesterday", "d03", "1"],
+            "--as-of must be epoch milliseconds or an ISO 8601 time such as "
+            "2026-03-01T10:00:00Z, got 'yesterday'",
+        ),
+    ],
+)
+def test_get_names_a_key_value_it_cannot_take(
+    typed: Target, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "get", typed.uri, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {message}")
+
+
+def test_scan_prefix_takes_the_first_key_values(
+    typed: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "scan", typed.uri, "--prefix", "d03", "--as-of", "2026-03-01T10:01Z")
+    assert code == 0
+    assert out.splitlines() == [
+        "sensor  channel  offset  note  valid_from                                valid_to"
+        "                                  partition",
+        "d03     0        0.0     ch0   2026-03-01T10:00:00.000Z (1772359200000)  -"
+        "                                         1",
+        "d03     1        0.75    -     2026-03-01T10:01:00.000Z (1772359260000)  "
+        "2026-03-01T10:02:00.000Z (1772359320000)  2",
+        "d03     2        2.0     ch2   2026-03-01T10:00:30.000Z (1772359230000)  -"
+        "                                         2",
+    ]
+    # a whole key reads its own partition only
+    code, out, _ = run(
+        capsys, "scan", typed.uri, "--history", "--prefix", "d03", "1", "--json",
+        "--from", "2026-03-01T10:00:30Z", "--to", "2026-03-01T10:02:00Z",
+    )  # fmt: skip
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [
+        (r["offset"], r["valid_from_iso"], r["valid_to_iso"], r["partition"]) for r in rows
+    ] == [
+        (0.5, "2026-03-01T10:00:00.000Z", "2026-03-01T10:01:00.000Z", 2),
+        (0.75, "2026-03-01T10:01:00.000Z", "2026-03-01T10:02:00.000Z", 2),
+        (1.0, "2026-03-01T10:02:00.000Z", None, 2),
+    ]
+    assert rows[0] == {
+        "sensor": "d03", "channel": 1, "offset": 0.5, "note": "installed",
+        "valid_from": T0, "valid_from_iso": "2026-03-01T10:00:00.000Z",
+        "valid_to": T0 + 60_000, "valid_to_iso": "2026-03-01T10:01:00.000Z", "partition": 2,
+    }  # fmt: skip
+
+
+def test_scan_prints_times_as_iso_and_ms_never_in_float_notation(
+    typed: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Some versions have a valid_to, others none (null): pandas once printed 1.772359e+12."""
+    code, out, _ = run(capsys, "scan", typed.uri, "--history")
+    assert code == 0
+    assert "e+" not in out and "nan" not in out.lower()
+    assert "2026-03-01T10:01:00.000Z (1772359260000)" in out
+    assert len(out.splitlines()) == 1 + len(CALIBRATIONS)
+
+
+def test_changes_json_is_one_object_a_write(
+    typed: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "changes", typed.uri, "--json", "--partition", "2")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["sensor"], r["channel"], r["offset"], r["valid_from_iso"]) for r in rows] == [
+        ("d03", c, o, iso)
+        for c, o, iso in [
+            (1, 0.5, "2026-03-01T10:00:00.000Z"),
+            (1, 0.75, "2026-03-01T10:01:00.000Z"),
+            (1, 1.0, "2026-03-01T10:02:00.000Z"),
+            (2, 2.0, "2026-03-01T10:00:30.000Z"),
+        ]
+    ]
+    assert {r["batch_id"] for r in rows} == {0} and {r["change_type"] for r in rows} == {"put"}
 
 
 # --- verify -------------------------------------------------------------------------------------
@@ -468,7 +734,7 @@ def test_python_m_verstore_runs_each_command(checkpoint: Target) -> None:
     assert "p=0: versions 0..5" in inspect.stdout
     get = run_module("get", *args, "--partition", "0", "--version", "4", "a")
     assert get.returncode == 0, get.stderr
-    assert get.stdout == "value=four timestamp=30 valid_to=None\n"
+    assert get.stdout == shown(b"a", "four", 30, None)
     path = checkpoint.changelog(5)
     with replaced(checkpoint, path, checkpoint.read(path)[:10]):
         verify = run_module("verify", *args)
@@ -511,16 +777,16 @@ def test_plain_files_beside_the_stores_are_not_stores(
     assert code == 0
     assert out.splitlines()[0] == f"store {STORE}"
     code, out, _ = run(capsys, "get", *target.cli_args(), "--partition", "0", "a")
-    assert (code, out) == (0, "value=1 timestamp=1 valid_to=None\n")
+    assert (code, out) == (0, shown(b"a", "1", 1, None))
     code, out, _ = run(capsys, "verify", *target.cli_args())
     assert (code, out) == (0, "verified 1 partitions: OK\n")
 
 
 def test_a_missing_argument_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["get", "/nowhere", "KEY"])
+        main(["get", "/nowhere"])
     assert exit_info.value.code == 2
-    assert "the following arguments are required: --partition" in capsys.readouterr().err
+    assert "the following arguments are required: key" in capsys.readouterr().err
 
 
 # --- verstore.spark.inspect ---------------------------------------------------------------------

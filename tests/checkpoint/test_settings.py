@@ -48,11 +48,12 @@ def test_reopening_with_another_configuration_is_refused(
         target.open(7, read_only=True, num_partitions=3)
 
 
-def test_a_latest_ttl_is_recorded_in_a_format_3_settings_file_and_never_changes(
+def test_a_latest_ttl_is_recorded_in_a_format_3_settings_file_and_changes_only_by_a_rewrite(
     target: Target,
 ) -> None:
-    """docs/checkpoint.md, ``_meta.json``: a lineage keeps the TTL it was created with (its
-    stores may have dropped what the TTL ended), and only its settings file is format 3."""
+    """docs/checkpoint.md, ``_meta.json``: an open with another TTL is refused, naming the
+    command that rewrites the store under it (a new store name would start empty), and only
+    the settings file of a lineage with a TTL is format 3."""
     part = target.open(0, latest_ttl_ms=25)
     part.store.put(b"a", b"1", 10)
     part.store.put(b"b", b"2", 55)
@@ -63,8 +64,12 @@ def test_a_latest_ttl_is_recorded_in_a_format_3_settings_file_and_never_changes(
     for other in (None, 24, 26):
         with pytest.raises(
             verstore.IncompatibleConfigError,
-            match=rf"latest_ttl_ms=25, cannot open it with latest_ttl_ms={other}: a lineage "
-            "keeps the TTL it was created with",
+            match=rf"latest_ttl_ms=25, cannot open it with latest_ttl_ms={other}: to change it "
+            r"and keep the store's history, stop the query, run verstore\.spark\."
+            rf"change_store_settings\(spark, checkpoint_root, 'orders', "
+            rf"{'remove_latest_ttl=True' if other is None else f'latest_ttl={other}'}, "
+            r"checkpoint_location=\.\.\.\) and restart it with the new value; or restart it with "
+            "latest_ttl_ms=25",
         ):
             target.open(1, latest_ttl_ms=other)
     assert target.tree() == before

@@ -13,7 +13,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from verstore.spark import asof_join
-from verstore.spark._args import parse_duration_ms
 
 pytest.register_assert_rewrite("streams")
 from streams import (  # noqa: E402 (imported once marked for rewriting)
@@ -305,30 +304,3 @@ def test_argument_errors(spark: Any) -> None:
         asof_join(orders, prices, **kw, allow_exact_matches="no")
     with pytest.raises(TypeError, match=r"column 'ym' of type interval year cannot be stored"):
         asof_join(orders, prices.selectExpr("*", "INTERVAL '1' YEAR AS ym"), **kw)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("7 days", 604_800_000),
-        ("1 day", 86_400_000),
-        ("6 hours", 21_600_000),
-        ("90 minutes", 5_400_000),
-        ("30s", 30_000),
-        ("1.5 seconds", 1_500),
-        ("250 ms", 250),
-        ("2 weeks", 1_209_600_000),
-        (1234, 1234),
-    ],
-)
-def test_parse_duration_ms(text: Any, expected: int) -> None:
-    assert parse_duration_ms(text) == expected
-
-
-def test_parse_duration_ms_errors() -> None:
-    with pytest.raises(ValueError, match="cannot parse"):
-        parse_duration_ms("days")
-    with pytest.raises(ValueError, match="must not be negative"):
-        parse_duration_ms(-1)
-    with pytest.raises(TypeError, match="got bool"):
-        parse_duration_ms(True)

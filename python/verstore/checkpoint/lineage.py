@@ -44,6 +44,26 @@ _DIR_RE = re.compile(r"partitioning-([1-9][0-9]{0,3})-[0-9a-f]{16}")
 
 
 @dataclass(frozen=True)
+class StoreConfig:
+    """The settings a partition's stores are opened with: how their bytes are kept and read.
+
+    A lineage's first partitioning has those of ``_meta.json``; a rewrite under other settings
+    (``verstore.spark.change_store_settings``) records new ones with its partitioning.
+    """
+
+    history_retention_ms: int
+    segment_interval_ms: int | None = None
+    latest_ttl_ms: int | None = None
+
+    def describe(self) -> str:
+        ttl = "" if self.latest_ttl_ms is None else f" latest_ttl_ms={self.latest_ttl_ms}"
+        return (
+            f"history_retention_ms={self.history_retention_ms} "
+            f"segment_interval_ms={self.segment_interval_ms}{ttl}"
+        )
+
+
+@dataclass(frozen=True)
 class Partitioning:
     """The partitions of a lineage from ``version`` on.
 
@@ -52,12 +72,15 @@ class Partitioning:
         num_partitions: The partition count (``None``: the lineage recorded none).
         version: The first version this partitioning serves.
         dir: Its directory relative to the lineage's (``""`` for partitioning 0).
+        config: The settings its stores are written and read with (None: not known yet, in
+            a partitioning made before the lineage's settings were read).
     """
 
     id: int
     num_partitions: int | None
     version: int = 0
     dir: str = ""
+    config: StoreConfig | None = None
 
     def files(self, lineage: LineageFiles, partition: int) -> PartitionFiles:
         """The directory of ``partition`` in this partitioning."""
@@ -141,10 +164,16 @@ def _check_no_gap(files: LineageFiles, missing: int) -> None:
             )
 
 
+#: The fields of every partitioning record, and those a record of a change of settings adds.
+_RECORD_FIELDS = {"format_version", "id", "num_partitions", "version", "dir"}
+_CONFIG_FIELDS = {"history_retention_ms", "segment_interval_ms", "latest_ttl_ms"}
+
+
 def _decode(name: str, obj: Any, partitioning_id: int, before: Partitioning) -> Partitioning:
-    fields = {"format_version", "id", "num_partitions", "version", "dir"}
-    if not isinstance(obj, dict) or set(obj) != fields:
+    known = (_RECORD_FIELDS, _RECORD_FIELDS | _CONFIG_FIELDS)
+    if not isinstance(obj, dict) or set(obj) not in known:
         raise CorruptionError(f"corrupt data in {name}: not a partitioning record")
+    config = _decode_config(name, obj) if _CONFIG_FIELDS <= set(obj) else before.config
     count, version, where = obj["num_partitions"], obj["version"], obj["dir"]
     match = _DIR_RE.fullmatch(where) if isinstance(where, str) else None
     if not (
@@ -159,24 +188,47 @@ def _decode(name: str, obj: Any, partitioning_id: int, before: Partitioning) -> 
             f"corrupt data in {name}: not the record of partitioning {partitioning_id} starting "
             f"at or after version {before.version}: a field of the wrong type or range"
         )
-    return Partitioning(partitioning_id, count, version, where)
+    return Partitioning(partitioning_id, count, version, where, config)
 
 
-def publish(files: LineageFiles, partitioning: Partitioning) -> None:
+def _decode_config(name: str, obj: dict[str, Any]) -> StoreConfig:
+    """The settings a record of a change of settings holds (hostile input: checked)."""
+    retention, interval = obj["history_retention_ms"], obj["segment_interval_ms"]
+    ttl = obj["latest_ttl_ms"]
+    if not (
+        whole(retention, 0)
+        and (interval is None or whole(interval, 1))
+        and (ttl is None or whole(ttl, 1))
+    ):
+        raise CorruptionError(f"corrupt data in {name}: settings of the wrong type or range")
+    return StoreConfig(retention, interval, ttl)
+
+
+def publish(files: LineageFiles, partitioning: Partitioning, *, with_config: bool = False) -> None:
     """Writes ``partitioning``'s record: the step that makes it the lineage's. The record is a
     conditional create (``Location.create_new``): of two repartitions that publish the same id
-    at the same moment, exactly one succeeds.
+    at the same moment, exactly one succeeds. ``with_config``: the record also holds the
+    partitioning's settings (a change of settings; other records keep those before them, and
+    stay readable by releases that predate changes of settings).
 
     Raises:
         FileExistsError: Another repartition published this id first.
     """
-    body = {
+    body: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "id": partitioning.id,
         "num_partitions": partitioning.num_partitions,
         "version": partitioning.version,
         "dir": partitioning.dir,
     }
+    if with_config:
+        if partitioning.config is None:
+            raise ValueError("a record of a change of settings needs the settings")
+        body.update(
+            history_retention_ms=partitioning.config.history_retention_ms,
+            segment_interval_ms=partitioning.config.segment_interval_ms,
+            latest_ttl_ms=partitioning.config.latest_ttl_ms,
+        )
     files.location.create_new(record_path(files, partitioning.id), json.dumps(body).encode())
 
 
@@ -330,17 +382,22 @@ class StoreSettings:
     #: The time-to-live of keys' newest versions (docs/semantics.md §2.15); None: none.
     latest_ttl_ms: int | None = None
 
+    @property
+    def config(self) -> StoreConfig:
+        """The settings the newest partitioning's stores are opened with."""
+        return StoreConfig(self.history_retention_ms, self.segment_interval_ms, self.latest_ttl_ms)
+
     def partitioning_at(self, version: int) -> Partitioning:
         """The partitioning that serves ``version``: the newest one that starts at or below it."""
         found = [p for p in self.partitionings if p.version <= version]
-        return found[-1] if found else Partitioning(0, self.num_partitions)
+        return found[-1] if found else Partitioning(0, self.num_partitions, config=self.config)
 
     @property
     def partitioning(self) -> Partitioning:
         """The newest partitioning: where the query's next versions are written."""
-        return (
-            self.partitionings[-1] if self.partitionings else Partitioning(0, self.num_partitions)
-        )
+        if self.partitionings:
+            return self.partitionings[-1]
+        return Partitioning(0, self.num_partitions, config=self.config)
 
     def to_json(self, files: LineageFiles) -> dict[str, Any]:
         body = {
@@ -412,15 +469,18 @@ def read_settings(files: LineageFiles) -> StoreSettings | None:
             raise CorruptionError(f"corrupt data in {name}: malformed 'columns'")
         _check_encoding(name, columns.encoding)
     layouts = (columns, *read_evolutions(files, columns)) if columns is not None else ()
-    partitionings = read_partitionings(files, Partitioning(0, partitions))
+    created = StoreConfig(meta["history_retention_ms"], meta["segment_interval_ms"], ttl)
+    partitionings = read_partitionings(files, Partitioning(0, partitions, config=created))
+    # The settings in force are the newest partitioning's: a change of settings records them.
+    newest = partitionings[-1].config or created
     return StoreSettings(
-        meta["history_retention_ms"],
-        meta["segment_interval_ms"],
+        newest.history_retention_ms,
+        newest.segment_interval_ms,
         partitionings[-1].num_partitions,
         layouts[-1] if layouts else None,
         layouts,
         tuple(partitionings),
-        ttl,
+        newest.latest_ttl_ms,
     )
 
 
@@ -504,6 +564,23 @@ def check_or_create(
     return stored
 
 
+def check(files: LineageFiles, wanted: StoreSettings) -> StoreSettings | None:
+    """The checks of :func:`check_or_create`, recording nothing: the lineage's settings, or None
+    when it has none yet (a query that has not opened the store).
+
+    Raises:
+        IncompatibleConfigError: As :func:`check_or_create`.
+        CorruptionError: The settings file is damaged.
+    """
+    stored = read_settings(files)
+    if stored is None:
+        return None
+    _compare(files, stored, wanted)
+    if wanted.columns is not None and stored.columns != wanted.columns:
+        _evolve(files, stored, wanted.columns, create=False)
+    return stored
+
+
 def _create(files: LineageFiles, wanted: StoreSettings, *, create: bool) -> StoreSettings:
     loc = files.location
     if loc.exists(files.format1_meta):
@@ -575,12 +652,26 @@ _INTS = ["int8", "int16", "int32", "int64"]
 WIDENINGS = {(a, b) for i, a in enumerate(_INTS) for b in _INTS[i + 1 :]} | {("float", "double")}
 
 
-#: What an error about a changed setting adds, by setting.
+#: What an error about a changed setting adds, by setting: the command that makes the change
+#: and keeps the history (a new store name would start empty: its history would be gone).
+_REWRITE = (
+    ": to change it and keep the store's history, stop the query, run "
+    "verstore.spark.change_store_settings(spark, checkpoint_root, {store!r}, {change}, "
+    "checkpoint_location=...) and restart it with the new value; or restart it with "
+    "{setting}={have!r} (docs/spark.md, Changing a running query)"
+)
 _CHANGE_HINTS = {
     "num_partitions": ": stop the query and run verstore.spark.repartition_store to move its "
     "state to the new count (docs/spark.md, Changing a running query)",
-    "latest_ttl_ms": ": a lineage keeps the TTL it was created with (its stores may have "
-    "dropped what the TTL ended); give the query another store name for another TTL",
+    "history_retention_ms": _REWRITE,
+    "segment_interval_ms": _REWRITE,
+    "latest_ttl_ms": _REWRITE,
+}
+#: The argument of ``change_store_settings`` that changes a setting.
+_ARGUMENTS = {
+    "history_retention_ms": "history_retention",
+    "segment_interval_ms": "segment_interval",
+    "latest_ttl_ms": "latest_ttl",
 }
 
 
@@ -595,7 +686,12 @@ def _compare(files: LineageFiles, stored: StoreSettings, wanted: StoreSettings) 
         pairs.append(("num_partitions", stored.num_partitions, wanted.num_partitions))
     for setting, have, want in pairs:
         if have != want:
-            hint = _CHANGE_HINTS.get(setting, "")
+            change = f"{_ARGUMENTS.get(setting, setting)}={want!r}"
+            if setting == "latest_ttl_ms" and want is None:
+                change = "remove_latest_ttl=True"
+            hint = _CHANGE_HINTS.get(setting, "").format(
+                store=files.store_name, change=change, setting=setting, have=have
+            )
             raise IncompatibleConfigError(
                 f"store {files.store_name!r} at {where} has {setting}={have!r}, "
                 f"cannot open it with {setting}={want!r}{hint}"
@@ -612,7 +708,9 @@ __all__ = [
     "EVOLVED_MARK",
     "ColumnLayout",
     "Partitioning",
+    "StoreConfig",
     "StoreSettings",
+    "check",
     "check_or_create",
     "every_partition",
     "evolution_problem",

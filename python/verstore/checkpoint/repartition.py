@@ -1,7 +1,9 @@
-"""Moving a stopped query's state to another partition count, step by step.
+"""Rewriting a stopped query's state under another partition count or other settings, step by
+step.
 
 First :func:`plan`: the partitioning in force at version ``V`` (the version the query's next
-micro-batch opens) and the new one, numbered next, in a fresh directory. Then the steps of
+micro-batch opens) and the new one, numbered next, in a fresh directory, with its partition
+count and its settings (history retention, segment interval, latest TTL). Then the steps of
 docs/checkpoint.md, "Repartitioning" (which has the files, and why a crash leaves one usable
 state), in order:
 
@@ -17,6 +19,12 @@ state), in order:
 Which partition a key goes to is the caller's (``verstore.spark.repartition_store`` routes rows
 as the Spark helpers do); these steps move bytes and never decode a value, so values of every
 recorded column layout move as they are.
+
+New settings apply as the store's reads define them: the versions are put again under the new
+retention and segment interval, and a lower or new TTL ends what it ends. A higher TTL, or none,
+must not bring back a key the old TTL ended (some partitions may have reclaimed such keys,
+others not): every version the old TTL ended gets a tombstone at its end
+(:func:`ttl_ends`), so it stays ended, and the keys alive at ``V`` live by the new TTL.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import LineageFiles
 from verstore.checkpoint.lineage import (
     Partitioning,
+    StoreConfig,
     StoreSettings,
     check_or_create,
     mark,
@@ -61,12 +70,26 @@ class Plan:
     def files(self, location: Location) -> LineageFiles:
         return LineageFiles(location, self.store, self.lineage)
 
+    @property
+    def source_config(self) -> StoreConfig:
+        return self.source.config or self.settings.config
+
+    @property
+    def target_config(self) -> StoreConfig:
+        return self.target.config or self.source_config
+
 
 def plan(
-    location: Location, store: str, lineage: str, version: int, num_partitions: int
+    location: Location,
+    store: str,
+    lineage: str,
+    version: int,
+    num_partitions: int | None = None,
+    config: StoreConfig | None = None,
 ) -> Plan | None:
-    """The repartition of ``store``'s lineage at ``version`` to ``num_partitions``; ``None``
-    when the partitioning in force there already has that count.
+    """The rewrite of ``store``'s lineage at ``version`` to ``num_partitions`` partitions with
+    the settings ``config`` (None: those in force); ``None`` when the partitioning in force
+    there already has them.
 
     Raises:
         MissingVersionError: The lineage does not exist.
@@ -89,10 +112,13 @@ def plan(
             f"store {store!r} was repartitioned at version {source.version}; the query's "
             f"checkpoint is at version {version}, older than that"
         )
-    if source.num_partitions == num_partitions:
+    count = source.num_partitions if num_partitions is None else num_partitions
+    before = source.config or settings.config
+    after = before if config is None else config
+    if count == source.num_partitions and after == before:
         return None
     target_id = source.id + 1
-    target = Partitioning(target_id, num_partitions, version, new_dir(target_id))
+    target = Partitioning(target_id, count, version, new_dir(target_id), after)
     return Plan(location.uri, store, lineage, version, settings, source, target)
 
 
@@ -127,13 +153,58 @@ def read_source(
         try:
             store = opened.store
             scan = store.scan_versions(ascending=True, tombstones=True, batch_rows=batch_rows)
+            ended = _ends_to_keep(plan)
             with scan:
-                rows = (b.select(["key", "value", "timestamp"]) for b in scan)
+                rows = (_with_ttl_ends(b, ended) for b in scan)
                 yield store.observed_stream_time, rows
         finally:
             opened.abort()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ends_to_keep(plan: Plan) -> int | None:
+    """The old TTL when the new one would outlive it (a higher TTL, or none): the ends it made
+    must be written as tombstones. None: the new settings end no later."""
+    old, new = plan.source_config.latest_ttl_ms, plan.target_config.latest_ttl_ms
+    return old if old is not None and (new is None or new > old) else None
+
+
+def _with_ttl_ends(batch: Any, ttl_ms: int | None) -> Any:
+    """``batch`` as ``key, value, timestamp``, and with ``ttl_ms`` a tombstone after it at the
+    end of every version that TTL ended (:func:`ttl_ends`)."""
+    import pyarrow as pa
+
+    rows = batch.select(["key", "value", "timestamp"])
+    if ttl_ms is None:
+        return rows
+    ends = ttl_ends(batch, ttl_ms)
+    return pa.Table.from_batches([rows, ends]).combine_chunks().to_batches()[0]
+
+
+def ttl_ends(batch: Any, ttl_ms: int) -> Any:
+    """Tombstones (``key, value, timestamp``, the value null) at the end of every value of
+    ``batch`` (a scan of versions with ``valid_to``) that the TTL ``ttl_ms`` ended: a value
+    whose end is its time plus the TTL (docs/semantics.md §2.15). Its next version, if one
+    starts exactly there, replaces the tombstone: the writer puts tombstones first at equal
+    times."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lived = pc.subtract(batch.column("valid_to"), batch.column("timestamp"))
+    cut = pc.and_(pc.is_valid(batch.column("value")), pc.equal(lived, ttl_ms))
+    ended = batch.filter(pc.fill_null(cut, False))
+    value = batch.schema.field("value").type
+    return pa.RecordBatch.from_arrays(
+        [ended.column("key"), pa.nulls(ended.num_rows, value), ended.column("valid_to")],
+        schema=batch.select(["key", "value", "timestamp"]).schema,
+    )
+
+
+def write_order(row: tuple[Any, ...]) -> tuple[int, bool]:
+    """How the writer orders rows ``(key, value, timestamp, ...)``: by time, and a tombstone
+    before a value at the same time (so that a version replaces a TTL end written there)."""
+    return row[2], row[1] is not None
 
 
 def write_target(
@@ -209,7 +280,7 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
         )
     faults.step("repartition_before_publish")
     try:
-        write_record(files, plan.target)
+        write_record(files, plan.target, with_config=plan.target_config != plan.source_config)
     except FileExistsError:
         raise IncompatibleConfigError(
             f"store {plan.store!r}: another repartition published partitioning "
@@ -217,12 +288,13 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
             "published by this repartition"
         ) from None
     faults.step("repartition_published")
+    config = plan.target_config
     wanted = StoreSettings(
-        plan.settings.history_retention_ms,
-        plan.settings.segment_interval_ms,
+        config.history_retention_ms,
+        config.segment_interval_ms,
         plan.target.num_partitions,
         plan.settings.columns,
-        latest_ttl_ms=plan.settings.latest_ttl_ms,
+        latest_ttl_ms=config.latest_ttl_ms,
     )
     settings = check_or_create(files, wanted, create=False, fresh=True)
     if settings.partitioning != plan.target:
@@ -254,7 +326,7 @@ def run_in_process(
                     routed[route(row[0], count)].append((*row, stream_time))
     types = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
     for p, rows in routed.items():
-        rows.sort(key=lambda r: r[2])
+        rows.sort(key=write_order)
         table = pa.table(
             [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
             names=["key", "value", "timestamp", "stream_time"],
@@ -283,8 +355,9 @@ def _check_sources_still(location: Location, plan: Plan) -> None:
 def _open(
     location: Location, plan: Plan, partition: int, version: int, scratch: str, **extra: Any
 ) -> PartitionStore:
-    """A partition of the plan's lineage opened at ``version`` in ``scratch``, with the
-    lineage's settings and ``extra``."""
+    """A partition of the plan's lineage opened at ``version`` in ``scratch``, checked against
+    the lineage's settings, with ``extra``; its store has the settings of the partitioning
+    ``extra`` pins (the source's, or the target's new ones)."""
     return PartitionStore.open(
         location,
         plan.store,
@@ -312,5 +385,7 @@ __all__ = [
     "plan",
     "publish",
     "read_source",
+    "ttl_ends",
+    "write_order",
     "write_target",
 ]

@@ -32,7 +32,13 @@ from verstore.checkpoint.layout import (
     Listing,
     PartitionFiles,
 )
-from verstore.checkpoint.lineage import ColumnLayout, Partitioning, StoreSettings, check_or_create
+from verstore.checkpoint.lineage import (
+    ColumnLayout,
+    Partitioning,
+    StoreConfig,
+    StoreSettings,
+    check_or_create,
+)
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.maintenance import MARK_CLEAN, after_commit, snapshot_due
 from verstore.checkpoint.restore import (
@@ -74,6 +80,8 @@ class PartitionStore:
     _copy_of: str
     _local: LocalCopy
     _settings: StoreSettings
+    #: The settings of the partitioning opened (its stores' retention, interval and TTL).
+    _config: StoreConfig
     _graph: Graph
     _serving: CommitRef
     _attempt: bytes
@@ -256,6 +264,9 @@ class PartitionStore:
                 lineage_files, wanted, create=not self.read_only, fresh=fresh
             )
             partitioning = self._pinned or self._settings.partitioning_at(self.version)
+            # Its stores are opened with its own settings: a version before a change of
+            # settings is read with those it was written with.
+            self._config = partitioning.config or self._settings.config
             self._check_partitioning(lineage_files, partitioning)
             self._files = partitioning.files(lineage_files, self.partition)
             # A local copy is of one partitioning's partition: another's p=<n> holds other keys.
@@ -618,9 +629,9 @@ class PartitionStore:
     def _open_local(self) -> VersionedStore:
         return VersionedStore(
             self._local.db,
-            history_retention_ms=self._settings.history_retention_ms,
-            segment_interval_ms=self._settings.segment_interval_ms,
-            latest_ttl_ms=self._settings.latest_ttl_ms,
+            history_retention_ms=self._config.history_retention_ms,
+            segment_interval_ms=self._config.segment_interval_ms,
+            latest_ttl_ms=self._config.latest_ttl_ms,
             write_ahead_log=False,
             record_changes=not self.read_only,
             memory_limit_mb=self._memory_limit_mb,

@@ -9,7 +9,7 @@ from verstore.spark._conf import configure
 from verstore.spark._inspect import inspect
 from verstore.spark._metrics import partition_metrics, progress_metrics
 from verstore.spark._read_store import read_store
-from verstore.spark._repartition import repartition_store
+from verstore.spark._repartition import change_store_settings, repartition_store
 from verstore.spark._runtime import PartitionContext, StoreSpec, map_partitions_with_stores
 from verstore.spark.joins import asof_join
 from verstore.spark.latest_by_timestamp import latest_by_timestamp
@@ -29,6 +29,7 @@ __all__ = [
     "StoreSpec",
     "VersionedStatefulProcessor",
     "asof_join",
+    "change_store_settings",
     "configure",
     "inspect",
     "latest_by_timestamp",

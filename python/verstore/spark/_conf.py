@@ -32,6 +32,7 @@ from typing import Any
 
 PREFIX = "spark.verstore."
 CHECKPOINT_ROOT = PREFIX + "checkpointRoot"
+CHECKPOINT_LOCATION = PREFIX + "checkpointLocation"
 STORAGE_OPTIONS = PREFIX + "storageOptions"
 STORAGE_CREDENTIALS = PREFIX + "storageCredentials"
 STORAGE_OPTIONS_PROVIDER = PREFIX + "storageOptionsProvider"
@@ -266,6 +267,7 @@ def configure(
     progress_metrics: bool | None = None,
     storage_options_provider: str | None = None,
     kept_stores_per_worker: int | None = None,
+    checkpoint_location: str | None = None,
 ) -> None:
     """Points verstore at a checkpoint location for this Spark session.
 
@@ -307,6 +309,11 @@ def configure(
             store at its commit). A kept store skips the next open and moves the commit's
             memtable flush and snapshot off the task's path; they hold their memory within
             the worker's budget, which closes them when it is needed (docs/spark.md, sizing).
+        checkpoint_location: The Spark checkpoint location of the query built next (default:
+            the parent of ``checkpoint_root`` when it is one, as with a ``verstore/`` folder
+            inside it). Its query id tells the helpers which state the query will open, so
+            they check every store's recorded settings when they build the query, before it
+            starts (docs/spark.md, Changing a running query).
     """
     if not checkpoint_root:
         raise ValueError("checkpoint_root must be a non-empty path or URI")
@@ -354,6 +361,7 @@ def configure(
             else json.dumps({"id": credentials.id, "keys": sorted(hidden)}),
         ),
         (STORAGE_OPTIONS_PROVIDER, storage_options_provider),
+        (CHECKPOINT_LOCATION, checkpoint_location),
         (LOCAL_DIR, local_dir),
         (SNAPSHOT_INTERVAL, snapshot_interval),
         (MIN_VERSIONS_TO_RETAIN, min_versions_to_retain),

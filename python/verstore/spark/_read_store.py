@@ -22,6 +22,7 @@ from verstore.committed import NEWEST, encode_key, resolve
 from verstore.spark import _compat
 from verstore.spark._conf import StorageCredentials, split_options
 from verstore.spark._request import arrow_schema, read_part
+from verstore.spark._worker import portable
 
 
 def read_store(
@@ -144,7 +145,7 @@ def _read_by_map(spark: Any, request: Mapping[str, Any], storage_options: dict[s
                 yield from read_part(request, carried.options, parts[index])
 
     slices = max(1, len(parts))
-    return spark.range(0, len(parts), 1, slices).mapInArrow(read, schema)
+    return spark.range(0, len(parts), 1, slices).mapInArrow(portable(read), schema)
 
 
 def _check_state_args(

@@ -22,6 +22,7 @@ from typing import Any
 from verstore._core import VersionedStore, set_memory_limit
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.kept import Keeper
+from verstore.checkpoint.lineage import StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _metrics
 from verstore.spark._compat import to_arrow_schema
@@ -33,7 +34,9 @@ from verstore.spark._conf import (
     progress_metrics_enabled,
 )
 from verstore.spark._metrics import TaskMetrics
+from verstore.spark._query import check_before_start
 from verstore.spark._spill import RowBuffer, SpillArea
+from verstore.spark._worker import portable
 
 #: Fault injection for tests: with this conf set to "true", a task raises right after its
 #: commit on its first attempt, so that Spark retries a task whose state is already committed.
@@ -322,6 +325,20 @@ def map_partitions_with_stores(
     ):
         raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
     specs = dict(stores)
+    # A restart with changed settings fails here, once, before the query starts.
+    check_before_start(
+        df.sparkSession,
+        {
+            name: StoreSettings(
+                spec.history_retention_ms,
+                spec.segment_interval_ms,
+                num_partitions,
+                spec.columns,
+                latest_ttl_ms=spec.latest_ttl_ms,
+            )
+            for name, spec in specs.items()
+        },
+    )
     user = _nullable_schema(schema)
     name = "verstore." + "+".join(specs)
     # Spark's observe() costs every output row (docs/spark.md, metrics): it can be turned off.
@@ -329,7 +346,7 @@ def map_partitions_with_stores(
     run = _task(df, specs, num_partitions, fn, user, name, progress)
     shuffled = df.repartition(num_partitions, *keys)
     if not progress:
-        return shuffled.mapInArrow(run, user)
+        return shuffled.mapInArrow(portable(run), user)
     # A copy: StructType.add changes the schema it is called on.
     with_metrics = type(user)(list(user.fields)).add(_metrics.METRICS, _metrics.spark_type(), True)
-    return _metrics.observed(shuffled.mapInArrow(run, with_metrics), name)
+    return _metrics.observed(shuffled.mapInArrow(portable(run), with_metrics), name)

@@ -119,13 +119,13 @@ def asof_join(
         how: ``"left"`` keeps unmatched stream rows (table columns null), ``"inner"`` drops
             them.
         history_retention: How long table history is kept (and the grace period for late
-            updates): ``"7 days"``-style text (ms, seconds, minutes, hours, days, weeks), an
-            int in ms or a ``timedelta``.
+            updates): a duration (``"7 days"``, ``"30m"``, ``"PT12H"``, an int in ms or a
+            ``timedelta``; docs/spark.md, Durations).
         num_partitions: Partitions of the store; default ``spark.sql.shuffle.partitions``.
         tie_breaker: Table column(s) that order updates of equal (key, time): largest wins.
         store: The store's name under the checkpoint root.
-        tolerance: The largest staleness of a match: ``"5 minutes"``-style text, an int in ms
-            or a ``timedelta``; None (default) for any.
+        tolerance: The largest staleness of a match, a duration (``"5 minutes"``, an int in
+            ms or a ``timedelta``); None (default) for any.
         allow_exact_matches: Whether a version that took effect at exactly the row's time
             matches (default True, as in ``merge_asof``).
         latest_ttl: How long a table key stays after its newest update, in event time

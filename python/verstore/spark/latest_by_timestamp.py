@@ -117,7 +117,8 @@ def latest_by_timestamp(
             ``deletes``.
         deletes: A boolean column: true writes a tombstone (the row's values are ignored).
         history_retention: History kept behind the partition's stream time, also the grace
-            period for late updates: ``"7 days"``-style text, an int in ms or a timedelta.
+            period for late updates: a duration (``"7 days"``, ``"30m"``, ms or a timedelta;
+            docs/spark.md, Durations).
         emit: ``"changes"``, ``"latest"`` or ``"all"`` (above).
         store: The store's name under the checkpoint root.
         num_partitions: Partitions of the store; default ``spark.sql.shuffle.partitions``.
