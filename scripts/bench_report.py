@@ -525,7 +525,7 @@ def render(
     large = large_state_table(py)
     if large:
         lines += [
-            "### Large state (issue 33): verstore and raw RocksDB in the same run",
+            "### Large state (issues 33, 43): verstore and raw RocksDB in the same run",
             "",
             *large,
             "",
