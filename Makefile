@@ -16,6 +16,12 @@ PY_MIN := $(VENV_MIN)/bin/python
 # .venv-min's path (make test-lines).
 SPARK_LINES ?= 4.0.5 4.1.4 4.2.1
 LINES := .spark-lines
+# PyFlink, the Spark benchmark's peer (benches/flink_asof.py), in a venv of its own: it pins a
+# pyarrow and pandas of its own. The newest 2.x that installs on Python 3.11 (make flink-env).
+VENV_FLINK ?= .venv-flink
+PY_FLINK := $(VENV_FLINK)/bin/python
+FLINK_VERSION ?= 2.3.0
+export VERSTORE_FLINK_PYTHON ?= $(abspath $(PY_FLINK))
 # One optimized build for Rust tests, the extension and benches, outside the clone so that every
 # checkout on the machine shares the (slow) RocksDB C++ build.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/verstore/target
@@ -27,7 +33,7 @@ TIMED = TIMEFORMAT='[$@ %0R s]'; time
 # Flags for the main job, e.g. make run ARGS="--symbols 10000 --rows-per-batch 50000"
 ARGS ?=
 
-.PHONY: help run run-restaurant java-check test setup system-deps compile develop build-release wheel rust-test py-test test-min test-lines test-fast bench lint clean \
+.PHONY: help run run-restaurant java-check test setup system-deps compile develop build-release wheel rust-test py-test test-min test-lines test-fast bench lint clean flink-env \
   $(TEST_LANES) test-min-run
 
 help:
@@ -39,6 +45,7 @@ help:
 	@echo "make test-lines - each helper end to end on every PySpark line between (SPARK_LINES)"
 	@echo "make wheel  - dist/verstore-*.whl, manylinux_2_28 (README, building the wheel)"
 	@echo "make bench  - benchmarks (numbers from the release build)"
+	@echo "make flink-env - PyFlink in $(VENV_FLINK), the Spark benchmark's peer (make bench and make test make it)"
 	@echo "make lint   - rustfmt, clippy, ruff, mypy, stubtest"
 
 run: develop java-check
@@ -119,6 +126,15 @@ $(VENV_MIN)/.deps-installed: pyproject.toml scripts/lowest_requirements.py
 	echo $(abspath python) > "$$($(PY_MIN) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/verstore.pth"
 	@touch $@
 
+# PyFlink from PyPI; the stamp names the version, so that changing FLINK_VERSION reinstalls.
+$(VENV_FLINK)/.flink-$(FLINK_VERSION):
+	@[ -x $(PY_FLINK) ] || python3 -m venv $(VENV_FLINK)
+	@echo '*' > $(VENV_FLINK)/.gitignore
+	$(PY_FLINK) -m pip install -q --upgrade pip
+	$(TIMED) $(PY_FLINK) -m pip install -q "apache-flink==$(FLINK_VERSION)"
+	@touch $@
+flink-env: $(VENV_FLINK)/.flink-$(FLINK_VERSION)
+
 # A PySpark line alone (pip --target, no dependencies: .venv-min has the rest), put first on
 # PYTHONPATH for the tests of the line; Spark's Python workers inherit it. py4j as the line's
 # PySpark declares it (4.x: >=0.10.9.7,<0.10.9.10).
@@ -153,10 +169,12 @@ CORE_TESTS := tests/core tests/checkpoint tests/spark/parts \
   tests/test_layers.py tests/test_doc_defaults.py tests/test_examples.py
 SIMULATIONS := tests/checkpoint/test_simulation.py tests/checkpoint/test_simulation_harsh.py \
   tests/checkpoint/test_simulation_repartition.py
-# The smoke run times nothing, so its JVM takes the tests' settings (tests/spark/conftest.py).
+# The smoke run times nothing, so its JVMs take the tests' settings (tests/spark/conftest.py):
+# Spark's, and PyFlink's (JVM_ARGS, which halves a tiny Flink job's 27 s).
 BENCH_SMOKE := VERSTORE_BENCH_KEYS=2000 VERSTORE_BENCH_VERSIONS=20000 VERSTORE_BENCH_SCAN_KEYS=20000 \
   VERSTORE_BENCH_LARGE_KEYS=20000 \
-  SPARK_SUBMIT_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+  SPARK_SUBMIT_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" \
+  JVM_ARGS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # The lanes of make test; together, pytest's whole suite once on .venv, the Spark cases marked
 # `connect` again on a local Spark Connect server (tests/spark/conftest.py), the benches as a
@@ -174,7 +192,7 @@ test-sims:
 test-core:
 	$(TIMED) $(PY) -m pytest -q $(PYTEST_FLAGS) $(CORE_TESTS) $(addprefix --ignore=,$(SIMULATIONS))
 test-rust: rust-test
-test-bench:
+test-bench: flink-env
 	$(TIMED) $(BENCH_SMOKE) $(PY) -m pytest benches -q --benchmark-disable $(PYTEST_FLAGS)
 test-min-lane: test-min-run
 
@@ -235,7 +253,7 @@ $(LINE_LANES): test-line-%: $(LINES)/%/.installed
 
 # Every suite, then BENCHMARKS.md's results and plots from their JSON (scripts/bench_report.py).
 # The criterion bench runs in the release profile: the bench profile would build RocksDB again.
-bench: develop java-check
+bench: develop java-check flink-env
 	mkdir -p .benchmarks
 	$(PY) -m pytest benches --benchmark-only --benchmark-sort=name \
 	  --benchmark-json=.benchmarks/results.json $(PYTEST_FLAGS)
@@ -252,4 +270,4 @@ lint: develop
 	$(PY) -m mypy.stubtest verstore._core --mypy-config-file pyproject.toml
 
 clean:
-	rm -rf $(VENV) $(VENV_MIN) $(LINES) .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(VENV_MIN) $(VENV_FLINK) $(LINES) .pytest_cache .hypothesis .benchmarks

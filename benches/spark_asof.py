@@ -164,9 +164,20 @@ def oracle(orders: pa.Table, prices_so_far: pa.Table) -> pd.DataFrame:
     return merged.sort_values("order_id").reset_index(drop=True)
 
 
-def check(batches: list[Batch], outputs: dict[int, pa.Table], joins: bool) -> list[str]:
-    """Differences from the oracle (or, for the pass-through, missing orders)."""
+def check(
+    batches: list[Batch],
+    outputs: dict[int, pa.Table],
+    joins: bool,
+    columns: tuple[str, ...] = ("price", "table_valid_from", "table_valid_to"),
+    event_time: bool = False,
+) -> list[str]:
+    """Differences from the oracle in ``columns`` (or, for the pass-through, missing orders).
+
+    Each batch's orders are looked up in the price updates of that batch and the earlier ones,
+    or with ``event_time`` in every update of the run (a join that waits for late updates:
+    ``flink_asof.py``)."""
     problems = []
+    every = pa.concat_tables([x.prices for x in batches]) if event_time else None
     for b, batch in enumerate(batches):
         got = outputs.get(b)
         if got is None:
@@ -179,9 +190,11 @@ def check(batches: list[Batch], outputs: dict[int, pa.Table], joins: bool) -> li
             continue
         if not joins:
             continue
-        seen = pa.concat_tables([x.prices for x in batches[: b + 1]])
+        seen = (
+            every if every is not None else pa.concat_tables([x.prices for x in batches[: b + 1]])
+        )
         expected = oracle(batch.orders, seen)
-        for column in ("price", "table_valid_from", "table_valid_to"):
+        for column in columns:
             a = out[column].astype("Float64")
             e = expected[column].astype("Float64")
             same = (a == e).fillna(False) | (a.isna() & e.isna())

@@ -1,11 +1,18 @@
-"""Spark: ``asof_join`` against the ``applyInPandasWithState`` baseline and the stateless floor.
+"""Spark: ``asof_join`` against the ``applyInPandasWithState`` baseline and the stateless floor,
+and the peer: Flink SQL's temporal join on the same rows.
 
-Scales: 10 000 keys with 60 000 orders per micro-batch (all three pipelines) and 100 000 keys
-with 600 000 orders per micro-batch (``asof_join`` and the floor: the baseline takes minutes
-there), 4 micro-batches each, 4 partitions on ``local[2]``. With ``--benchmark-disable`` (CI
-smoke runs) or ``VERSTORE_BENCH_SPARK_SCALE=smoke`` the scales shrink to a few hundred rows.
-Each pipeline's rows/s is in ``extra_info["rows_per_s"]`` (see ``spark_asof.py`` for the method);
-every join is checked against the pandas ``merge_asof`` oracle.
+Scales: 10 000 keys with 60 000 orders per micro-batch (all three pipelines), 100 000 keys
+with 600 000 orders per micro-batch and 1 000 000 keys with 1 000 000 (``asof_join`` and the
+floor: the baseline takes minutes there), 4 micro-batches each, 4 partitions on ``local[2]``.
+With ``--benchmark-disable`` (CI smoke runs) or ``VERSTORE_BENCH_SPARK_SCALE=smoke`` the scales
+shrink to a few hundred rows. Each pipeline's rows/s is in ``extra_info["rows_per_s"]`` (see
+``spark_asof.py`` for the method); every join is checked against the pandas ``merge_asof``
+oracle.
+
+Then, on each scale's files, Flink's event-time temporal join (``flink_asof.py``: PyFlink in
+``make flink-env``'s environment, parallelism 2) with RocksDB and with heap state, checked
+against the oracle by event time; ``extra_info["asof_join_ratio"]`` is ``asof_join``'s rows/s
+over Flink's in the same run.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from . import spark_asof
+from . import flink_asof, spark_asof
 from .spark_asof import Scale
 
 pytestmark = pytest.mark.spark
@@ -29,6 +36,7 @@ FULL = {
         ["asof_join", "pandas_state", "passthrough"],
     ),
     "100k_keys": (Scale(keys=100_000, rows=600_000, batches=4), ["asof_join", "passthrough"]),
+    "1m_keys": (Scale(keys=1_000_000, rows=1_000_000, batches=4), ["asof_join", "passthrough"]),
 }
 SMOKE = {
     "10k_keys": (
@@ -36,8 +44,13 @@ SMOKE = {
         ["asof_join", "pandas_state", "passthrough"],
     ),
     "100k_keys": (Scale(keys=500, rows=2_000, batches=2), ["asof_join", "passthrough"]),
+    "1m_keys": (Scale(keys=1_000, rows=2_000, batches=2), ["asof_join", "passthrough"]),
 }
 CASES = [(scale, name) for scale, (_, names) in FULL.items() for name in names]
+#: The peer's pipelines: Flink with each state backend (``flink_asof.BACKENDS``).
+FLINK_CASES = [(scale, f"flink_{backend}") for scale in FULL for backend in flink_asof.BACKENDS]
+#: ``asof_join``'s rows/s by scale, for the peer's ratio.
+ASOF_RATES: dict[str, float] = {}
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +115,8 @@ def test_spark_asof_join(
     result = results[-1]
     assert not result.problems, result.problems[:5]
     scale = (SMOKE if smoke else FULL)[scale_name][0]
+    if pipeline == "asof_join":
+        ASOF_RATES[scale_name] = result.rows_per_s
     benchmark.extra_info.update(
         rows_per_s=result.rows_per_s,
         rows=result.stream_rows,
@@ -111,6 +126,50 @@ def test_spark_asof_join(
         pipeline=pipeline,
         loadavg=os.getloadavg()[0],
     )
+
+
+@pytest.mark.benchmark(group="spark_asof_join")
+@pytest.mark.parametrize(("scale_name", "pipeline"), FLINK_CASES)
+def test_flink_temporal_join(
+    benchmark: Any,
+    inputs: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    scale_name: str,
+    pipeline: str,
+) -> None:
+    """The peer on the files the Spark pipelines read (a child process in PyFlink's
+    environment, timed by the job's net runtime: ``flink_asof.py``)."""
+    if not flink_asof.PYTHON.exists():
+        pytest.skip(f"no PyFlink environment at {flink_asof.PYTHON}: make flink-env")
+    smoke = benchmark.disabled or os.environ.get("VERSTORE_BENCH_SPARK_SCALE") == "smoke"
+    data_dir, _ = _data(inputs, scale_name, smoke, tmp_path_factory.getbasetemp())
+    backend = pipeline.removeprefix("flink_")
+    results: list[dict[str, Any]] = []
+
+    def run() -> None:
+        results.append(flink_asof.run(data_dir, tmp_path / "work", backend))
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    result = results[-1]
+    assert not result["problems"], result["problems"][:5]
+    scale = (SMOKE if smoke else FULL)[scale_name][0]
+    asof = ASOF_RATES.get(scale_name)
+    benchmark.extra_info.update(
+        rows_per_s=result["rows_per_s"],
+        rows=result["rows"],
+        batch_seconds=result["seconds"],
+        wall_seconds=result["wall_seconds"],
+        keys=scale.keys,
+        rows_per_batch=scale.rows,
+        pipeline=pipeline,
+        flink=result["flink"],
+        checkpoint_interval_s=result["checkpoint_interval_s"],
+        differs_from_arrival=result["differs_from_arrival"],
+        loadavg=os.getloadavg()[0],
+    )
+    if asof is not None:
+        benchmark.extra_info["asof_join_ratio"] = asof / result["rows_per_s"]
 
 
 @pytest.mark.parametrize("in_memory", [False, True], ids=["durable", "in_memory"])
