@@ -676,11 +676,12 @@ def set_memory_limit(limit_mb: int) -> None:
     memtables charged to it), and half as headroom for what is not bounded: a write buffer's write
     (RocksDB copies it twice: its write batch, then its memtable), RocksDB's own working memory
     (table readers, iterators, flushes, compactions) and the allocators' slack. A batch call holds
-    its own rows' writes in memory until it returns, on top of this: about 850 bytes a row of
-    16-byte keys and 32-byte values at its peak (its writes, then RocksDB's write batch and memtable
-    copies of them), 85 MB for a call of 100 000 rows; so do results handed to the caller. Measured:
-    peak RSS within 1.1 x the limit + 32 MiB over the process's baseline for limits of 64 MiB
-    (batches of up to 25 000 rows) to 1 GiB (batches of 100 000) (BENCHMARKS.md, large state).
+    its own rows' writes in memory until it returns, on top of this (its writes, then RocksDB's
+    write batch and memtable copies of them; what it reads ahead of its puts is held one round of
+    65 536 rows at a time); so do results handed to the caller. Measured: peak RSS within 1.1 x
+    the limit + 32 MiB + 25 MiB for a call of 100 000 rows over the process's baseline, for
+    limits of 64 MiB to 1 GiB at 1 million keys (111, 176 and 641 MB at 64, 256 and 1024 MiB;
+    tests/core/test_memory_rss.py, BENCHMARKS.md, large state).
 
     Takes effect at once for RocksDB's cache; the write buffers and caches follow as their
     stores next write. Default :data:`DEFAULT_MEMORY_LIMIT_MB`.
