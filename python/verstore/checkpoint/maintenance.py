@@ -7,7 +7,7 @@ without: a failure is recorded in the commit's stats and logged, never raised, a
 steps after it. The order of a snapshot's claim, uploads, check and manifest, and of a
 cleanup's retirement, listing and deletes, is what keeps every retained version rebuildable:
 docs/checkpoint.md, "Commit" and "Cleanup" (with the argument, "Why no interleaving loses a
-version").
+version", which tests/checkpoint/test_protocol_model.py checks over every interleaving).
 """
 
 from __future__ import annotations
