@@ -47,7 +47,7 @@ Steps and the store:
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
 from verstore.checkpoint.lineage import ColumnLayout, StoreSettings, read_settings
 from verstore.checkpoint.maintenance import cleanup
-from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats
+from verstore.checkpoint.session import CheckpointOptions, CommitStats, Deferred, OpenStats
 from verstore.checkpoint.store import PartitionStore
 from verstore.checkpoint.uploads import Manifest, decode_manifest, file_crc32
 from verstore.location import Location
@@ -58,6 +58,7 @@ __all__ = [
     "ColumnLayout",
     "CommitRef",
     "CommitStats",
+    "Deferred",
     "LineageFiles",
     "Location",
     "Manifest",

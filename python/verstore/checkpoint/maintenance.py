@@ -24,7 +24,7 @@ from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef, Listing, PartitionFiles
 from verstore.checkpoint.local import LocalCopy, LocalState
-from verstore.checkpoint.session import CheckpointOptions, CommitStats
+from verstore.checkpoint.session import CheckpointOptions, CommitStats, Deferred
 from verstore.checkpoint.uploads import (
     Manifest,
     ManifestFile,
@@ -340,10 +340,6 @@ class _Manifests:
         return True
 
 
-#: The step of ``CommitStats.deferred`` that leaves the local copy not marked clean.
-MARK_CLEAN = "marking the local copy clean"
-
-
 def after_commit(
     store: VersionedStore,
     location: Location,
@@ -364,7 +360,7 @@ def after_commit(
         The local copy's upload map afterwards: a snapshot's, or ``uploaded`` unchanged.
     """
 
-    def deferred(what: str, error: Exception) -> None:
+    def deferred(what: Deferred, error: Exception) -> None:
         stats.deferred.append(what)
         log.warning(
             "%s: version %d is committed; %s failed and is retried later: %s",
@@ -377,7 +373,7 @@ def after_commit(
     try:
         local.write_state(LocalState(lineage, new, True, uploaded))
     except Exception as e:
-        deferred(MARK_CLEAN, e)
+        deferred(Deferred.MARK_CLEAN, e)
         return uploaded
     faults.step("after_local_state")
     if not snapshot_due(graph, opened, options.snapshot_interval):
@@ -389,14 +385,14 @@ def after_commit(
         stats.snapshot = True
         local.write_state(LocalState(lineage, new, True, uploaded))
     except Exception as e:
-        deferred("the snapshot", e)
+        deferred(Deferred.SNAPSHOT, e)
         return uploaded
     try:
         faults.step("before_cleanup")
         stats.deleted_files = len(cleanup(files, options))
     except Exception as e:
-        deferred("cleanup", e)
+        deferred(Deferred.CLEANUP, e)
     return uploaded
 
 
-__all__ = ["MARK_CLEAN", "after_commit", "cleanup", "snapshot_due", "take_snapshot"]
+__all__ = ["after_commit", "cleanup", "snapshot_due", "take_snapshot"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from verstore._checks import whole
 from verstore.checkpoint.layout import ROOT, CommitRef
@@ -96,9 +97,27 @@ class OpenStats:
     seconds: float = 0.0
 
 
+class Deferred(StrEnum):
+    """A step after a commit point that failed and is made up for later (docs/checkpoint.md,
+    "Commit"): the commit stands. Each is its own name in logs and docs."""
+
+    #: ``LOCAL.json`` clean at the new commit: the next open rebuilds or catches up instead.
+    MARK_CLEAN = "marking the local copy clean"
+    #: The snapshot: due again at the next commit.
+    SNAPSHOT = "the snapshot"
+    #: Cleanup: the next one deletes what this one left.
+    CLEANUP = "cleanup"
+    #: Closing the store: the local copy is marked for a rebuild.
+    CLOSE = "closing the store"
+
+
 @dataclass
 class CommitStats:
-    """What a commit wrote, for metrics."""
+    """What a commit wrote, for metrics.
+
+    Attributes:
+        deferred: The steps after the commit point that failed, in order (the commit stands).
+    """
 
     version: int = 0
     records: int = 0
@@ -106,7 +125,7 @@ class CommitStats:
     snapshot: bool = False
     snapshot_uploaded_bytes: int = 0
     deleted_files: int = 0
-    deferred: list[str] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
 
 
-__all__ = ["CheckpointOptions", "CommitStats", "OpenStats", "Progress"]
+__all__ = ["CheckpointOptions", "CommitStats", "Deferred", "OpenStats", "Progress"]

@@ -34,14 +34,20 @@ from verstore.checkpoint.layout import (
 )
 from verstore.checkpoint.lineage import ColumnLayout, Partitioning, StoreSettings, check_or_create
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
-from verstore.checkpoint.maintenance import MARK_CLEAN, after_commit, snapshot_due
+from verstore.checkpoint.maintenance import after_commit, snapshot_due
 from verstore.checkpoint.restore import (
     check_not_behind_local,
     commits_to_catch_up,
     replay,
     restore_base,
 )
-from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats, Progress
+from verstore.checkpoint.session import (
+    CheckpointOptions,
+    CommitStats,
+    Deferred,
+    OpenStats,
+    Progress,
+)
 from verstore.exceptions import (
     CorruptionError,
     FencedError,
@@ -375,7 +381,7 @@ class PartitionStore:
             self._uploaded = self._after_commit(store, new, self._uploaded, stats)
         finally:
             if not self._release_quietly(f"committed version {new.version}"):
-                stats.deferred.append("closing the store")
+                stats.deferred.append(Deferred.CLOSE)
         return new.version
 
     def _keep(self, store: VersionedStore, new: CommitRef, stats: CommitStats) -> None:
@@ -408,7 +414,7 @@ class PartitionStore:
                 held.run_work()
             except Exception as e:
                 log.warning("%s: the overdue snapshot failed: %s", self._files.describe(), e)
-                stats.deferred.append("the snapshot")
+                stats.deferred.append(Deferred.SNAPSHOT)
                 held.drop()
                 return
             except BaseException:
@@ -430,7 +436,7 @@ class PartitionStore:
                 return uploaded, False
             store.flush()
             uploaded = self._after_commit(store, new, uploaded, stats)
-            return uploaded, MARK_CLEAN not in stats.deferred
+            return uploaded, Deferred.MARK_CLEAN not in stats.deferred
 
         return work
 
