@@ -16,6 +16,7 @@ import logging
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -395,4 +396,47 @@ def after_commit(
     return uploaded
 
 
-__all__ = ["after_commit", "cleanup", "snapshot_due", "take_snapshot"]
+@dataclass(frozen=True)
+class AfterCommit:
+    """The steps after commit ``new`` of a kept store, as a value its keeper runs
+    (``kept.DeferredWork``): when a snapshot is due, a flush and :func:`after_commit`; else
+    nothing until the keeper settles the store (a store taken again soon then gets many
+    micro-batches into one flush, or RocksDB's own when its memtables fill). It holds what the
+    commit's session knew (no session: that ended with the commit), and runs on the store and
+    local copy of whoever holds them then.
+    """
+
+    location: Location
+    files: PartitionFiles
+    copy_of: str
+    graph: Graph
+    opened: CommitRef
+    new: CommitRef
+    options: CheckpointOptions
+    stats: CommitStats
+
+    def run(
+        self, store: VersionedStore, local: LocalCopy, uploaded: dict[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """Returns the copy's upload map afterwards, and whether the copy is clean at
+        ``new`` on disk (``LOCAL.json`` says so)."""
+        if not snapshot_due(self.graph, self.opened, self.options.snapshot_interval):
+            return uploaded, False
+        store.flush()
+        uploaded = after_commit(
+            store,
+            self.location,
+            self.files,
+            local,
+            self.copy_of,
+            graph=self.graph,
+            opened=self.opened,
+            new=self.new,
+            uploaded=uploaded,
+            options=self.options,
+            stats=self.stats,
+        )
+        return uploaded, Deferred.MARK_CLEAN not in self.stats.deferred
+
+
+__all__ = ["AfterCommit", "after_commit", "cleanup", "snapshot_due", "take_snapshot"]

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -34,7 +34,7 @@ from verstore.checkpoint.layout import (
 )
 from verstore.checkpoint.lineage import ColumnLayout, Partitioning, StoreSettings, check_or_create
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
-from verstore.checkpoint.maintenance import after_commit, snapshot_due
+from verstore.checkpoint.maintenance import AfterCommit, after_commit, snapshot_due
 from verstore.checkpoint.restore import (
     check_not_behind_local,
     commits_to_catch_up,
@@ -403,7 +403,16 @@ class PartitionStore:
             self._uploaded,
             self._memory_limit_mb,
             stats,
-            self._deferred_work(store, new, stats),
+            AfterCommit(
+                self._location,
+                self._files,
+                self._copy_of,
+                self._graph,
+                self.stats.commit,
+                new,
+                self._options,
+                stats,
+            ),
         )
         opened, interval = self.stats.commit, self._options.snapshot_interval
         self._serving, self._store = new, None
@@ -422,23 +431,6 @@ class PartitionStore:
                 raise
         assert self._keeper is not None
         self._keeper.keep(held)
-
-    def _deferred_work(
-        self, store: VersionedStore, new: CommitRef, stats: CommitStats
-    ) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bool]]:
-        """What commit ``new`` of a kept store leaves to its keeper (``kept.Maintenance``).
-        The session's fields it reads no longer change once the commit ended it."""
-
-        def work(uploaded: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-            if not snapshot_due(self._graph, self.stats.commit, self._options.snapshot_interval):
-                # The flush waits for the keeper to settle the store: a store taken again
-                # soon gets many batches into one flush (or RocksDB's own, when full).
-                return uploaded, False
-            store.flush()
-            uploaded = self._after_commit(store, new, uploaded, stats)
-            return uploaded, Deferred.MARK_CLEAN not in stats.deferred
-
-        return work
 
     def _after_commit(
         self, store: VersionedStore, new: CommitRef, uploaded: dict[str, Any], stats: CommitStats
