@@ -136,7 +136,7 @@ class KeptStore:
         if self._state is not KeptState.UNSETTLED:
             return
         self.store.flush()
-        self.local.write_state(LocalState(self.copy_of, self.commit, True, self.uploaded))
+        self.local.write_state(LocalState.clean_at(self.copy_of, self.commit, self.uploaded))
         self._state = KeptState.SETTLED
 
     def take(self) -> bool:
@@ -212,7 +212,7 @@ class KeptStore:
         faults.step("during_handoff")
         saved = SavedBuffer(path.name, size, crc32)
         self.local.write_state(
-            LocalState(self.copy_of, self.commit, True, self.uploaded, buffer=saved)
+            LocalState.clean_at(self.copy_of, self.commit, self.uploaded, buffer=saved)
         )
 
 

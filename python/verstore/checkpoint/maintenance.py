@@ -372,7 +372,7 @@ def after_commit(
         )
 
     try:
-        local.write_state(LocalState(lineage, new, True, uploaded))
+        local.write_state(LocalState.clean_at(lineage, new, uploaded))
     except Exception as e:
         deferred(Deferred.MARK_CLEAN, e)
         return uploaded
@@ -384,7 +384,7 @@ def after_commit(
             store, location, files, new, scratch=local.dir, uploaded=uploaded
         )
         stats.snapshot = True
-        local.write_state(LocalState(lineage, new, True, uploaded))
+        local.write_state(LocalState.clean_at(lineage, new, uploaded))
     except Exception as e:
         deferred(Deferred.SNAPSHOT, e)
         return uploaded

@@ -246,9 +246,7 @@ class PartitionStore:
         still_dirty = self._load(progress, kept)
         if not self.read_only and not still_dirty:
             # Uncommitted work may reach the local files from here on.
-            self._local.write_state(
-                LocalState(self._copy_of, self._serving, clean=False, uploaded=self._uploaded)
-            )
+            self._local.write_state(LocalState.dirty(self._copy_of, self._serving, self._uploaded))
         if not self.read_only:
             self._local.remove_buffers()  # LOCAL.json names none now: a loaded one is in the store
 
@@ -498,9 +496,7 @@ class PartitionStore:
             # names: a replay that fails half way must not leave it looking clean. Nor may a
             # loaded buffer, which any close of the store from here on writes into db/: the
             # copy named with it would apply it twice.
-            self._local.write_state(
-                LocalState(self._copy_of, None, clean=False, uploaded=state.uploaded)
-            )
+            self._local.write_state(LocalState.changing(self._copy_of, state.uploaded))
         self._store = self._open_clean_copy(state.buffer)
         if self._store is None:
             self._rebuild(progress)
@@ -567,7 +563,7 @@ class PartitionStore:
         commit off the serving chain)."""
         if kept.copy_of != self._copy_of or kept.memory_limit_mb != self._memory_limit_mb:
             return None
-        state = LocalState(kept.copy_of, kept.commit, clean=True)
+        state = LocalState.clean_at(kept.copy_of, kept.commit, kept.uploaded)
         return commits_to_catch_up(state, self._copy_of, self._local.db, self._graph, self._serving)
 
     def _adopt(self, kept: KeptStore, above: list[CommitRef], progress: Progress | None) -> bool:
@@ -580,9 +576,7 @@ class PartitionStore:
         if not above:
             self.stats.reused = True
             return not clean
-        self._local.write_state(
-            LocalState(self._copy_of, None, clean=False, uploaded=kept.uploaded)
-        )
+        self._local.write_state(LocalState.changing(self._copy_of, kept.uploaded))
         self._replay(above, progress)
         return True
 
@@ -592,7 +586,7 @@ class PartitionStore:
         if self.read_only:
             shutil.rmtree(self._local.db, ignore_errors=True)
         else:
-            self._local.write_state(LocalState(self._copy_of, None, clean=False))
+            self._local.write_state(LocalState.changing(self._copy_of))
             self._local.fresh_db()  # under a new name: see local.py
         self._uploaded, above = restore_base(
             self._location, self._files, self._graph, self._serving, self._local.db, self.stats
