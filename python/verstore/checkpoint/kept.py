@@ -99,8 +99,9 @@ class KeptStore:
     work: DeferredWork | None = None
     _state: KeptState = field(init=False)
     idle_since: float = field(default_factory=time.monotonic)
-    #: Held while the keeper's thread works on the store; a task taking it waits.
-    busy: threading.Lock = field(default_factory=threading.Lock)
+    #: Set, under its keeper's lock, while the keeper works on the store outside that lock:
+    #: the store is the keeper's thread's until it clears it (``Keeper``, on ownership).
+    working: bool = False
 
     def __post_init__(self) -> None:
         self._state = KeptState.DUE if self.work is not None else KeptState.UNSETTLED
@@ -219,6 +220,11 @@ class KeptStore:
 class Keeper:
     """The stores a process keeps open between tasks.
 
+    One lock, the keeper's, guards which stores it holds and which of them it is working on;
+    a store belongs to exactly one owner at a time: the keeper while it holds it idle, the
+    keeper's work while ``working`` is set (the work runs outside the lock; whoever wants the
+    store waits for it to end), and a task once :meth:`take` returned it.
+
     Args:
         idle_s: Close a store left unused this long.
         settle_s: Settle a store left unused this long (flush it, ``LOCAL.json`` clean), so
@@ -247,6 +253,8 @@ class Keeper:
         self.poll_s = poll_s
         self._held: dict[Path, KeptStore] = {}
         self._mutex = threading.Lock()
+        #: Notified whenever work on a store ends (``KeptStore.working`` cleared).
+        self._work_ended = threading.Condition(self._mutex)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -261,10 +269,9 @@ class Keeper:
         work done first), or None."""
         with self._mutex:
             held = self._held.pop(directory, None)
-        if held is None:
+            self._wait_for(held)
+        if held is None or not held.live:  # None, or dropped by its failed work
             return None
-        with held.busy:  # the thread's work on it, if any, ends first
-            pass
         if not held.local.still_locked():
             held.drop(gone=True)  # its directory was deleted under it
             return None
@@ -277,6 +284,7 @@ class Keeper:
         with self._mutex:
             previous = self._held.pop(held.local.dir, None)
             self._held[held.local.dir] = held
+            self._wait_for(previous)
         if previous is not None:  # a caller's bug: two stores of one copy cannot both be open
             previous.drop()
         if self._background:
@@ -293,8 +301,7 @@ class Keeper:
     def working(self) -> bool:
         """Whether deferred commit work is waiting or running (benchmarks time it apart)."""
         with self._mutex:
-            entries = list(self._held.values())
-        return any(h.state is KeptState.DUE or h.busy.locked() for h in entries)
+            return any(h.state is KeptState.DUE or h.working for h in self._held.values())
 
     # -- the keeper's work --------------------------------------------------------------------
 
@@ -338,9 +345,10 @@ class Keeper:
         ``LOCAL.json`` says, the locks go."""
         with self._mutex:
             entries, self._held = list(self._held.values()), {}
+            for held in entries:
+                self._wait_for(held)
         for held in entries:
-            with held.busy:
-                held.drop()
+            held.drop()
 
     def stop(self) -> None:
         """Stops the thread and closes every held store."""
@@ -353,10 +361,12 @@ class Keeper:
     def _maintain(self, held: KeptStore, chore: Chore, *, raising: bool = False) -> None:
         """Does ``chore`` to ``held`` unless a task took it. A failure drops the store; it is
         logged, or raised when ``raising`` (the keeper's owner called)."""
-        with held.busy:
-            with self._mutex:
-                if self._held.get(held.local.dir) is not held:
-                    return  # a task took it
+        with self._mutex:
+            self._wait_for(held)  # other work of this keeper on it (its owner's, its thread's)
+            if self._held.get(held.local.dir) is not held:
+                return  # a task took it, or the other work dropped it
+            held.working = True
+        try:
             try:
                 if chore is not Chore.RELEASE:
                     held.run_work()
@@ -370,11 +380,21 @@ class Keeper:
                 # The commit is durable; what the failed work left is unknown, as after a
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
                 with self._mutex:
-                    self._held.pop(held.local.dir, None)
+                    if self._held.get(held.local.dir) is held:
+                        del self._held[held.local.dir]
                 held.drop()
                 if raising:
                     raise
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
+        finally:
+            with self._mutex:
+                held.working = False
+                self._work_ended.notify_all()
+
+    def _wait_for(self, held: KeptStore | None) -> None:
+        """Waits, with the keeper's lock held, until no work of the keeper has ``held``."""
+        while held is not None and held.working:
+            self._work_ended.wait()
 
     def _release(self, held: KeptStore, why: str) -> None:
         """Closes a held store (settled first), or drops it when its directory was deleted
@@ -384,14 +404,14 @@ class Keeper:
             if self._held.get(held.local.dir) is not held:
                 return
             del self._held[held.local.dir]
-        with held.busy:
-            if not held.local.still_locked():
-                held.drop(gone=True)
-                return
-            try:
-                held.close()
-            except Exception as e:
-                log.warning("%s: closing the kept store (%s) failed: %s", held.local.dir, why, e)
+            self._wait_for(held)
+        if not held.local.still_locked():
+            held.drop(gone=True)
+            return
+        try:
+            held.close()
+        except Exception as e:
+            log.warning("%s: closing the kept store (%s) failed: %s", held.local.dir, why, e)
 
     def _relieve_memory(self) -> None:
         """While the process's memory budget is under pressure (``memory_usage``): gives back
