@@ -60,6 +60,13 @@ def parse_ttl_ms(value: str | int | timedelta | None, *, name: str = "latest_ttl
     return ttl
 
 
+def ttl_staleness_ms(ttl_ms: int) -> int:
+    """The largest staleness at which a version lives under a latest TTL of ``ttl_ms``: a
+    version that took effect at ``t`` ends at ``t + ttl_ms`` (docs/semantics.md §2.15), so it
+    lives at ``t + ttl_ms - 1`` and not after. The helpers derive the end from here only."""
+    return ttl_ms - 1
+
+
 def parse_duration_ms(value: str | int | timedelta, *, name: str = "duration") -> int:
     """A duration in milliseconds from ``"7 days"``-style text, an int (ms) or a timedelta.
 

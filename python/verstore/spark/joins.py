@@ -154,9 +154,10 @@ def asof_join(
     )
     ttl_ms = arguments.parse_ttl_ms(latest_ttl)
     if ttl_ms is not None:
-        # A version ends TTL after its time: stream rows later than that must not match it,
-        # also while the table's stream time has not reached that end yet.
-        tolerance_ms = ttl_ms - 1 if tolerance_ms is None else min(tolerance_ms, ttl_ms - 1)
+        # Stream rows past a version's end must not match it, also while the table's stream
+        # time has not reached that end yet.
+        lives = arguments.ttl_staleness_ms(ttl_ms)
+        tolerance_ms = lives if tolerance_ms is None else min(tolerance_ms, lives)
     stream_fields = arguments.fields_by_name(stream)
     table_fields = arguments.fields_by_name(table_updates)
     arguments.require_columns(stream_fields, [*on_cols, stream_time], "stream")
