@@ -391,7 +391,7 @@ class _AsofPartition:
             time=_TIME,
             tie_breakers=self.tie_breakers,
             values=self.values,
-            value_prefix=_value_prefix(codec),
+            value_prefix=codec.prefix,
             names=self._row_names(),
         )
 
@@ -434,16 +434,6 @@ class _AsofPartition:
         if self.inner:
             out = out.filter(pc.is_valid(value))
         return out
-
-
-def _value_prefix(codec: ValueCodec) -> bytes:
-    """What ``ValueCodec.encode`` writes before a value's tuple encoding: nothing under a
-    lineage's first layout, ``FE ‖ layout (u16 big-endian)`` under a later one."""
-    from verstore.checkpoint.lineage import EVOLVED_MARK
-
-    if codec.layout_id == 0:
-        return b""
-    return bytes([EVOLVED_MARK]) + codec.layout_id.to_bytes(2, "big")
 
 
 def _winners(chunk: Any) -> Any:
