@@ -21,6 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
+from verstore._checks import check_whole
 from verstore._core import VersionedStore, memory_usage
 from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
@@ -247,8 +248,7 @@ class Keeper:
         background: bool = True,
         maintain: bool = True,
     ) -> None:
-        if max_stores < 1:
-            raise ValueError(f"max_stores must be >= 1, got {max_stores!r}")
+        check_whole(max_stores, "max_stores", 1)
         self.idle_s, self.settle_s, self.max_stores = idle_s, settle_s, max_stores
         self.poll_s = poll_s
         self._held: dict[Path, KeptStore] = {}

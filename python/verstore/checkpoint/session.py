@@ -8,12 +8,11 @@ settings (``lineage``): they may differ between runs and between the tasks of on
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from verstore._checks import whole
+from verstore._checks import check_whole
 from verstore.checkpoint.layout import ROOT, CommitRef
 
 
@@ -40,19 +39,14 @@ class CheckpointOptions:
     replay_chunk_records: int = 65_536
 
     def __post_init__(self) -> None:
-        def check(name: str, low: int) -> None:
-            value = getattr(self, name)
-            if not whole(value, low, math.inf):
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-        check("snapshot_interval", 1)
-        check("replay_chunk_records", 1)
+        check_whole(self.snapshot_interval, "snapshot_interval", 1)
+        check_whole(self.replay_chunk_records, "replay_chunk_records", 1)
         if isinstance(self.min_versions_to_retain, int) and self.min_versions_to_retain == 1:
             raise ValueError(
                 "min_versions_to_retain must be >= 2, got 1: a retry of the last micro-batch "
                 "reopens the version before it"
             )
-        check("min_versions_to_retain", 2)
+        check_whole(self.min_versions_to_retain, "min_versions_to_retain", 2)
         for name in ("lock_timeout_s", "orphan_grace_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:

@@ -14,6 +14,8 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from verstore._checks import check_whole
+
 _UNITS_MS = {
     "ms": 1,
     "milli": 1,
@@ -154,9 +156,12 @@ def num_partitions(df: Any, value: int | None) -> int:
         if value is not None
         else int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     )
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"num_partitions must be an int >= 1, got {n!r}")
-    return n
+    return check_num_partitions(n)
+
+
+def check_num_partitions(value: Any) -> int:
+    """``value`` as a number of partitions: an int >= 1 (ValueError otherwise)."""
+    return check_whole(value, "num_partitions", 1)
 
 
 def col(name: str) -> Any:

@@ -71,12 +71,7 @@ def repartition_store(
         IncompatibleConfigError: The store records no partitioning of the helpers' kind, or it
             was repartitioned after the Spark checkpoint's last batch.
     """
-    if (
-        not isinstance(num_partitions, int)
-        or isinstance(num_partitions, bool)
-        or num_partitions < 1
-    ):
-        raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
+    arguments.check_num_partitions(num_partitions)
     arguments.check_store_name(store)
     options = dict(storage_options or {})
     lineage, version = query_position(Location.resolve(checkpoint_location, options))
