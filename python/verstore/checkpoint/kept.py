@@ -340,16 +340,6 @@ class Keeper:
         for held in entries:
             self._release(held, "closing")
 
-    def discard_all(self) -> None:
-        """Drops every held store as a process that dies would: the copies stay as
-        ``LOCAL.json`` says, the locks go."""
-        with self._mutex:
-            entries, self._held = list(self._held.values()), {}
-            for held in entries:
-                self._wait_for(held)
-        for held in entries:
-            held.drop()
-
     def stop(self) -> None:
         """Stops the thread and closes every held store."""
         self._stop.set()
