@@ -798,7 +798,9 @@ def current(
     **bound: int,
 ) -> Protocol:
     """The protocol as the code runs it, bounded by ``executors``' micro-batches, standalone
-    ``cleanups`` and ``bound`` (``snapshot_interval``, ``min_versions_to_retain``, ``faults``)."""
+    ``cleanups`` and ``bound`` (``snapshot_interval``, ``min_versions_to_retain``, ``faults``).
+    Without ``attempt_cleans``, attempts leave cleanup to the standalone ones (which may start
+    at any moment, so this bounds the number of cleanups rather than their moments)."""
     attempt = attempt_program(cleanup=CLEANUP if attempt_cleans else None)
     return Protocol(attempt, cleaner_program(), executors, cleanups, **bound)
 
