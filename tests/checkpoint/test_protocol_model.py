@@ -10,7 +10,7 @@ cleanups, and how many faults a run meets (a crash at a named step, a failed upl
 changelog whose answer is lost). Every attempt whose snapshot is due takes it and then cleans
 up, as the code does: with ``snapshot_interval`` 1 and ``min_versions_to_retain`` 2, every
 commit snapshots and every cleanup deletes what it can. ``make test`` runs the small bounds
-(seconds each); ``VERSTORE_LONG_TESTS=1`` adds the long ones (minutes each).
+(seconds each); ``VERSTORE_LONG_TESTS=1`` adds the long ones (under a minute each).
 """
 
 from __future__ import annotations
