@@ -28,6 +28,7 @@ import pytest
 import verstore
 import verstore.checkpoint
 import verstore.spark
+from verstore.checkpoint.kept import Keeper
 from verstore.spark import _conf, _query, _spill
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -302,6 +303,15 @@ def example_master() -> str:
 
 #: (doc, pattern, read, expected): each match of ``pattern`` in ``doc`` (its whitespace runs made
 #: one space) states a default; ``read`` of its groups must equal ``expected``, the code's.
+def _keeper_default(name: str) -> Any:
+    """``Keeper``'s default for ``name``; ``Keeper.for_process`` (the keeper of Spark's workers)
+    has the same, where it takes it."""
+    default = inspect.signature(Keeper).parameters[name].default
+    process = inspect.signature(Keeper.for_process).parameters.get(name)
+    assert process is None or process.default == default, name
+    return default
+
+
 STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
     # README.md
     (
@@ -413,6 +423,32 @@ STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
         r"`orphan_grace_s` \(default (\d+) h",
         lambda h: int(h) * 3600,
         verstore.checkpoint.CheckpointOptions.orphan_grace_s,
+    ),
+    # The keeper (docs/checkpoint.md, "Stores kept open"; docs/spark.md): Keeper's defaults,
+    # and the process keeper's, which Spark's workers use.
+    (
+        "docs/checkpoint.md",
+        r"when it has been idle for (\d+) s",
+        float,
+        _keeper_default("settle_s"),
+    ),
+    (
+        "docs/spark.md",
+        r"once the store has been idle for (\d+) s",
+        float,
+        _keeper_default("settle_s"),
+    ),
+    (
+        "docs/checkpoint.md",
+        r"at every round \(every (\d+) ms\)",
+        lambda ms: int(ms) / 1000,
+        _keeper_default("poll_s"),
+    ),
+    (
+        "docs/checkpoint.md",
+        r"A keeper also closes a store idle for (\d+) s",
+        float,
+        _keeper_default("idle_s"),
     ),
 ]
 

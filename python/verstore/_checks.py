@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeGuard
 
 
@@ -14,4 +15,15 @@ def whole(value: Any, low: int, high: float = 2**63) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
 
 
-__all__ = ["whole"]
+def check_whole(value: Any, name: str, low: int, high: float = math.inf) -> int:
+    """``value``, when :func:`whole` holds for it.
+
+    Raises:
+        ValueError: ``"<name> must be an int >= <low>, got <value>"``.
+    """
+    if not whole(value, low, high):
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+__all__ = ["check_whole", "whole"]

@@ -7,8 +7,8 @@ path or ``file://`` URI; object storage through obstore (the Python binding of t
 ``region``, ``scheme``...; the same names as ``pyarrow.fs`` takes); ``hdfs://`` through
 ``pyarrow.fs``, for reading only.
 
-**Every durable file is created once, never replaced, and never seen half-written.** A write
-that fails leaves nothing under its name:
+How a location meets the storage contract (stated once, in ``verstore/checkpoint/__init__.py``:
+every durable name written once, whole or not at all):
 
 * :meth:`Location.create_new`, a small file given whole (a record, a manifest, a claim): one
   conditional create. On object storage one PUT of the whole body that succeeds only if the
@@ -17,9 +17,9 @@ that fails leaves nothing under its name:
   never replaces) and removed. An existing name is ``FileExistsError``: of two writers of one
   name exactly one succeeds.
 * :meth:`Location.write_new_from` and :meth:`Location.upload`, a local file streamed (a
-  changelog, a snapshot's file: names no other writer uses): a multipart upload on object
-  storage, visible only once complete and aborted on failure (no copy, so no size limit but
-  the storage's); on a local disk as above.
+  changelog, a snapshot's file: names no other writer uses): on object storage an
+  unconditional multipart upload (one PUT for a small file), visible only once complete and
+  aborted on failure (no copy, so no size limit but the storage's); on a local disk as above.
 
 Storage without a conditional create (HDFS through ``pyarrow.fs``) is refused when a store is
 opened for writing (:meth:`Location.require_conditional_create`), naming what is missing.

@@ -43,6 +43,7 @@ from typing import IO, Any
 
 import verstore._core as core
 from forwarding_storage import ForwardingStorage
+from keeper_helpers import discard_all
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults, layout
 from verstore.checkpoint.kept import Keeper
 from verstore.location import Location
@@ -206,7 +207,7 @@ def run(command: dict[str, Any]) -> Any:
     if cmd == "reset":
         _leaked.clear()
         _parts.clear()
-        _keeper.discard_all()
+        discard_all(_keeper)
         return None
     if cmd == "settle":
         _maintain(settle=True)

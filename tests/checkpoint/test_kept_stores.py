@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import verstore
 from checkpoint_helpers import cut_in_half, flip_byte
+from keeper_helpers import discard_all
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
@@ -228,7 +229,7 @@ def test_a_holder_that_dies_handing_over_leaves_a_copy_that_is_rebuilt(
     finally:
         faults.set_hook(None)
         monkeypatch.undo()
-        keeper.discard_all()
+        discard_all(keeper)
     assert copy_state(tmp_path / "local")["clean"] is False
     assert len(list(copy_dir(tmp_path / "local").glob("buffer-*"))) == 1
     part = open_store(tmp_path / "root", tmp_path / "local", 5)
@@ -539,7 +540,7 @@ def test_a_snapshot_overdue_by_an_interval_is_taken_on_the_tasks_path(tmp_path: 
             part = open_store(root, tmp_path / "local", batch, keeper, options=options)
             write_batch(part, batch)
             part.commit()
-            keeper.discard_all()  # the worker dies before its deferred work runs
+            discard_all(keeper)  # the worker dies before its deferred work runs
         names = [p.name for p in (root / "prices" / "q=default" / "p=0").iterdir()]
         snapshots = sorted(int(n.split("-")[0]) for n in names if n.endswith(".snapshot"))
         assert snapshots == [4]

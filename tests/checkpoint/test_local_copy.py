@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import verstore
 from verstore.checkpoint import CheckpointOptions, CommitRef
-from verstore.checkpoint.local import LocalCopy, LocalState
+from verstore.checkpoint.local import CopyState, LocalCopy, LocalState, SavedBuffer
 
 pytest.register_assert_rewrite("checkpoint_helpers")
 from checkpoint_helpers import (  # noqa: E402 (imported once marked for rewriting)
@@ -214,3 +214,34 @@ def test_local_json_is_replaced_then_its_directory_synced(
     state_file = os.path.realpath(copy.state_file)
     at = fsyncs.index(("replace", state_file))
     assert ("fsync", os.path.realpath(copy.dir)) in fsyncs[at + 1 :]
+
+
+def test_each_state_of_local_json_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    """``CopyState``: what each constructor of ``LocalState`` writes, the next open reads (a
+    copy being changed names no commit: it reads as nothing usable, as a failed close leaves)."""
+    commit, uploaded = CommitRef(3, bytes(15) + b"\x02"), {"000009.sst": {"durable": "x"}}
+    buffer = SavedBuffer(f"buffer-{'a' * 32}", 10, 7)
+    written = {
+        CopyState.NONE: LocalState(),
+        CopyState.CHANGING: LocalState.changing(LINEAGE, uploaded),
+        CopyState.DIRTY: LocalState.dirty(LINEAGE, commit, uploaded),
+        CopyState.CLEAN: LocalState.clean_at(LINEAGE, commit, uploaded),
+        CopyState.CLEAN_WITH_BUFFER: LocalState.clean_at(LINEAGE, commit, uploaded, buffer),
+    }
+    copy = LocalCopy(tmp_path, STORE, LINEAGE, 0)
+    copy.lock(1)
+    try:
+        for kind, state in written.items():
+            assert state.kind is kind
+            assert state.reusable == (kind in (CopyState.CLEAN, CopyState.CLEAN_WITH_BUFFER))
+            copy.write_state(state)
+            read = copy.read_state()
+            assert read.kind is (CopyState.NONE if kind is CopyState.CHANGING else kind)
+            if read.kind is not CopyState.NONE:
+                assert (read.commit, read.uploaded, read.buffer) == (
+                    commit,
+                    uploaded,
+                    state.buffer,
+                )
+    finally:
+        copy.unlock()

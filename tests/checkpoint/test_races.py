@@ -6,6 +6,8 @@ step (docs/checkpoint.md, "Cleanup": why no interleaving loses a version).
   cleanup takes the new manifest as a base and deletes the changelogs below it.
 * The same with a fresh upload that takes longer than ``orphan_grace_s``.
 * Two repartitions that publish at the same moment: both had found the record's name free.
+* A snapshot that writes its manifest after a cleanup deleted its claim (the model check found
+  it): the manifest names deleted files, of a version no kept version needs.
 
 Each drives exactly that order with real stores on a real local disk or S3 (moto on loopback),
 and asserts that every kept version still rebuilds and that exactly one repartition wins.
@@ -76,7 +78,9 @@ def hooked(location: Location, before: Callable[[str, str], None]) -> Location:
     return Hooked(**fields)
 
 
-def open_on(location: Location, version: int, local: Path) -> PartitionStore:
+def open_on(
+    location: Location, version: int, local: Path, options: CheckpointOptions = RACY
+) -> PartitionStore:
     return PartitionStore.open(
         location,
         STORE,
@@ -86,7 +90,7 @@ def open_on(location: Location, version: int, local: Path) -> PartitionStore:
         history_retention_ms=RETENTION_MS,
         segment_interval_ms=SEGMENT_MS,
         lineage=LINEAGE,
-        options=RACY,
+        options=options,
     )
 
 
@@ -223,6 +227,64 @@ def test_a_fresh_upload_slower_than_the_grace_outlives_a_cleanup(
     assert not errors, errors
     assert target.graph().oldest_kept() >= 4
     assert_every_kept_version_rebuilds(target, ref)
+
+
+def test_a_manifest_written_after_a_cleanup_deleted_its_claim_names_deleted_files(
+    target: Target, ordered_attempts: None
+) -> None:
+    """The model check's stalled manifest (test_protocol_model.py; docs/checkpoint.md, "Why no
+    interleaving loses a version"). A's snapshot of version 1 passes its check and stalls
+    before its manifest. B runs batch 0 again (its version 1 wins: it opened later) and
+    commits on to version 3, whose cleanup finds version 1 no longer needed: it deletes A's
+    claim and the uploads it names. Then A writes its manifest, which names deleted files:
+    verify reports them until A's own cleanup deletes the manifest. No kept version depends
+    on it."""
+    options = CheckpointOptions(snapshot_interval=1, min_versions_to_retain=2, orphan_grace_s=0)
+    ref, rng = Reference(), random.Random(53)
+    a, b = target.new_local_dir(), target.new_local_dir()
+    stalled, go_on = threading.Event(), threading.Event()
+
+    def stall(kind: str, path: str) -> None:
+        if kind == "create" and path.endswith(".snapshot") and not stalled.is_set():
+            stalled.set()
+            assert go_on.wait(300), "the stalled snapshot was never released"
+
+    ops = generate_ops(rng, 25, ref.stream_time_at(0))
+    part_a = open_on(hooked(target.location, stall), 0, a, options)
+    apply_ops(part_a.store, ops)
+    errors: list[BaseException] = []
+    seen: list[list[str]] = []
+
+    def commit_a() -> None:
+        try:
+            part_a.commit()
+        except BaseException as e:
+            errors.append(e)
+            stalled.set()
+
+    def verify_before_cleanup(step: str) -> None:
+        if step == "before_cleanup" and not seen:
+            seen.append(verify_partition(target.files()))
+
+    thread = threading.Thread(target=commit_a)
+    thread.start()
+    assert stalled.wait(300) and not errors, errors
+    part_b = open_on(target.location, 0, b, options)
+    apply_ops(part_b.store, ops)  # deterministic processing: the same batch
+    assert part_b.commit() == 1
+    ref.commit(1, ops)
+    commit_batches(target, ref, rng, 1, 3, b, options=options)
+    faults.set_hook(verify_before_cleanup)
+    try:
+        go_on.set()
+        thread.join(300)
+    finally:
+        faults.set_hook(None)
+    assert not errors, errors
+    assert part_a.commit_stats is not None and part_a.commit_stats.snapshot
+    (problems,) = seen
+    assert problems and all("missing (snapshot 1)" in p for p in problems), problems
+    assert_every_kept_version_rebuilds(target, ref)  # A's cleanup deleted the manifest
 
 
 # --- two repartitions at once --------------------------------------------------------------------

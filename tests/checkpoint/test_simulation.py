@@ -43,6 +43,7 @@ import verstore
 from hypothesis import HealthCheck, event, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from keeper_helpers import discard_all
 from reference_model import ReferenceModel, as_tuple
 from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, faults, layout
 from verstore.checkpoint.chain import Graph
@@ -573,7 +574,7 @@ class Simulation(RuleBasedStateMachine):
         if any(a.executor == executor for a in self.pending):
             return
         for w in range(1, WORKERS):
-            self.keepers[(executor, w)].discard_all()
+            discard_all(self.keepers[(executor, w)])
         shutil.rmtree(self.local(executor), ignore_errors=True)
 
     @rule(
@@ -595,7 +596,7 @@ class Simulation(RuleBasedStateMachine):
             return
         event(f"worker {how}")
         if how == "dies":
-            keeper.discard_all()
+            discard_all(keeper)
         elif how == "dies handing over":
 
             def hook(step: str) -> None:
@@ -609,7 +610,7 @@ class Simulation(RuleBasedStateMachine):
                 pass
             finally:
                 faults.set_hook(None)
-            keeper.discard_all()
+            discard_all(keeper)
         elif how == "settles idle stores":
             keeper.run_maintenance(settle=True)
         else:

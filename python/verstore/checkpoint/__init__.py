@@ -8,9 +8,13 @@ is one of its concepts and links the section it implements.
 
 **The storage contract.** Everything the protocol needs of storage, and all it trusts:
 
-* **Create once.** Every durable name is created by a conditional create
-  (``Location.create_new``, ``write_new_from``): of two writers of one name exactly one
-  succeeds. Nothing replaces, appends to, or renames over a durable file. Storage that cannot
+* **Create once.** Every durable name is written once: nothing replaces, appends to, or
+  renames over a durable file. A record that two writers may both create (settings, a
+  partitioning record, a claim, a manifest, a retirement) is a conditional create
+  (``Location.create_new``): of two writers of one name exactly one succeeds. A changelog or a
+  snapshot's file (``Location.write_new_from``, ``upload``) goes under a name no other writer
+  uses (it holds the attempt's id, or a random one): a conditional create on a local disk, an
+  unconditional put on object storage, which the unique name makes safe. Storage that cannot
   create conditionally is refused for writing.
 * **Whole or nothing.** A file is visible whole or not at all, and a failed create leaves
   nothing under its name (``.tmp-`` names and incomplete multipart uploads are not durable
@@ -19,8 +23,10 @@ is one of its concepts and links the section it implements.
   listing that starts after it. No clock decides whether a version survives: a file's age
   only decides when space is freed (``orphan_grace_s``).
 
-How each storage meets it: docs/checkpoint.md, "Durable layout"; why no interleaving of
-snapshots and cleanups then loses a version: "Cleanup".
+This is the contract's one statement; how each storage meets it: ``location.py`` and
+docs/checkpoint.md, "Durable layout"; why no interleaving of snapshots and cleanups then loses
+a version: docs/checkpoint.md, "Cleanup", and the model check in
+``tests/checkpoint/test_protocol_model.py``.
 
 Records, bottom first:
 
@@ -47,7 +53,7 @@ Steps and the store:
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
 from verstore.checkpoint.lineage import ColumnLayout, StoreSettings, read_settings
 from verstore.checkpoint.maintenance import cleanup
-from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats
+from verstore.checkpoint.session import CheckpointOptions, CommitStats, Deferred, OpenStats
 from verstore.checkpoint.store import PartitionStore
 from verstore.checkpoint.uploads import Manifest, decode_manifest, file_crc32
 from verstore.location import Location
@@ -58,6 +64,7 @@ __all__ = [
     "ColumnLayout",
     "CommitRef",
     "CommitStats",
+    "Deferred",
     "LineageFiles",
     "Location",
     "Manifest",

@@ -16,11 +16,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any, Protocol
 
+from verstore._checks import check_whole
 from verstore._core import VersionedStore, memory_usage
 from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
@@ -29,10 +30,18 @@ from verstore.checkpoint.session import CommitStats
 
 log = logging.getLogger("verstore.checkpoint")
 
-Maintenance = Callable[[dict[str, object]], tuple[dict[str, object], bool]]
-"""What a commit left to do once its store is idle: when a snapshot is due, a flush and
-``maintenance.after_commit``, else nothing. Given the copy's upload map, returns it afterwards
-and whether the copy on disk is now clean at the commit."""
+
+class DeferredWork(Protocol):
+    """What a commit left to do once its store is idle (``maintenance.AfterCommit``): a value
+    that holds what the work needs of the commit, run by whoever holds the store then."""
+
+    def run(
+        self, store: VersionedStore, local: LocalCopy, uploaded: dict[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """Runs the work on ``store``, whose local copy is ``local`` (its lock held by the
+        caller). Given the copy's upload map, returns it afterwards and whether the copy on
+        disk is now clean at the commit."""
+        ...
 
 
 class KeptState(Enum):
@@ -51,6 +60,20 @@ class KeptState(Enum):
     ENDED = "ended"
 
 
+class Chore(Enum):
+    """What the keeper does to a store it holds while no task uses it (``Keeper._maintain``)."""
+
+    #: Runs its commit's deferred work (a snapshot when one is due).
+    WORK = "work"
+    #: Runs its deferred work, then settles it (flushed, ``LOCAL.json`` clean at its commit).
+    SETTLE = "settle"
+    #: Gives its memory back: flushed and its caches released; its deferred work and
+    #: ``LOCAL.json`` are left to the keeper's owner (a keeper without a thread of its own).
+    RELEASE = "release"
+    #: Runs its deferred work, settles it and gives its memory back.
+    SETTLE_AND_RELEASE = "settle and release"
+
+
 @dataclass(eq=False)
 class KeptStore:
     """A committed partition store, open, its local copy locked by this process.
@@ -64,66 +87,77 @@ class KeptStore:
         memory_limit_mb: The cap on its own memory the store was opened with (None: none).
         stats: The commit's statistics, to which the deferred work adds (a snapshot's bytes).
         work: What the commit left for later; set only while the state is ``DUE``.
-        state: Where the store is in its life.
+        state: Where the store is in its life (read only: its methods move it).
     """
 
     local: LocalCopy
     store: VersionedStore
     copy_of: str
     commit: CommitRef
-    uploaded: dict[str, object]
+    uploaded: dict[str, Any]
     memory_limit_mb: int | None
     stats: CommitStats
-    work: Maintenance | None = None
-    state: KeptState = field(init=False)
+    work: DeferredWork | None = None
+    _state: KeptState = field(init=False)
     idle_since: float = field(default_factory=time.monotonic)
-    #: Held while the keeper's thread works on the store; a task taking it waits.
-    busy: threading.Lock = field(default_factory=threading.Lock)
+    #: Set, under its keeper's lock, while the keeper works on the store outside that lock:
+    #: the store is the keeper's thread's until it clears it (``Keeper``, on ownership).
+    working: bool = False
 
     def __post_init__(self) -> None:
-        self.state = KeptState.DUE if self.work is not None else KeptState.UNSETTLED
+        self._state = KeptState.DUE if self.work is not None else KeptState.UNSETTLED
+
+    @property
+    def state(self) -> KeptState:
+        return self._state
 
     @property
     def live(self) -> bool:
         """Open and the keeper's: neither taken by a task nor ended."""
-        return self.state in (KeptState.DUE, KeptState.UNSETTLED, KeptState.SETTLED)
+        return self._state in (KeptState.DUE, KeptState.UNSETTLED, KeptState.SETTLED)
 
     def run_work(self) -> None:
         """``DUE``: runs the commit's deferred work, which leaves the store ``SETTLED`` when it
         marked the copy clean, else ``UNSETTLED``. ``after_commit`` logs its own failures; a
         flush that fails raises (the store is then dropped)."""
-        if self.state is not KeptState.DUE:
+        if self._state is not KeptState.DUE:
             return
         work, self.work = self.work, None
-        self.state = KeptState.UNSETTLED
+        self._state = KeptState.UNSETTLED
         assert work is not None
-        self.uploaded, clean = work(self.uploaded)
+        self.uploaded, clean = work.run(self.store, self.local, self.uploaded)
         if clean:
-            self.state = KeptState.SETTLED
+            self._state = KeptState.SETTLED
 
     def settle(self) -> None:
         """``DUE`` or ``UNSETTLED`` to ``SETTLED``: makes the local copy on disk what the store
         holds (flush, then ``LOCAL.json`` clean at ``commit``). Deferred work not run yet is
         dropped: a snapshot is due again at the next commit."""
-        if self.state is KeptState.DUE:
-            self.work, self.state = None, KeptState.UNSETTLED
-        if self.state is not KeptState.UNSETTLED:
+        if self._state is KeptState.DUE:
+            self.work, self._state = None, KeptState.UNSETTLED
+        if self._state is not KeptState.UNSETTLED:
             return
         self.store.flush()
-        self.local.write_state(LocalState(self.copy_of, self.commit, True, self.uploaded))
-        self.state = KeptState.SETTLED
+        self.local.write_state(LocalState.clean_at(self.copy_of, self.commit, self.uploaded))
+        self._state = KeptState.SETTLED
 
     def take(self) -> bool:
         """Hands a live store to a task's session, running any deferred work first (a snapshot
         and cleanup must not wait for a task that finds none left). Returns whether
-        ``LOCAL.json`` says the copy is clean at ``commit``. A failure drops the store."""
+        ``LOCAL.json`` says the copy is clean at ``commit``. A failure drops the store.
+
+        Raises:
+            RuntimeError: The store is not live (taken or ended already: a caller's bug).
+        """
+        if not self.live:
+            raise RuntimeError(f"the kept store of {self.local.dir} is {self._state.value}")
         try:
             self.run_work()
         except BaseException:
             self.drop()
             raise
-        clean = self.state is KeptState.SETTLED
-        self.state = KeptState.TAKEN
+        clean = self._state is KeptState.SETTLED
+        self._state = KeptState.TAKEN
         return clean
 
     def end(self) -> None:
@@ -133,8 +167,8 @@ class KeptStore:
         A store that fails to close leaves the copy marked for a rebuild."""
         if not self.live:
             return
-        settled = self.state is KeptState.SETTLED
-        self.work, self.state = None, KeptState.ENDED
+        settled = self._state is KeptState.SETTLED
+        self.work, self._state = None, KeptState.ENDED
         try:
             if settled:
                 self.store.close()
@@ -159,7 +193,7 @@ class KeptStore:
         directory is not this copy)."""
         if not self.live:
             return
-        self.work, self.state = None, KeptState.ENDED
+        self.work, self._state = None, KeptState.ENDED
         try:
             self.store.close()
         except Exception as e:
@@ -180,12 +214,17 @@ class KeptStore:
         faults.step("during_handoff")
         saved = SavedBuffer(path.name, size, crc32)
         self.local.write_state(
-            LocalState(self.copy_of, self.commit, True, self.uploaded, buffer=saved)
+            LocalState.clean_at(self.copy_of, self.commit, self.uploaded, buffer=saved)
         )
 
 
 class Keeper:
     """The stores a process keeps open between tasks.
+
+    One lock, the keeper's, guards which stores it holds and which of them it is working on;
+    a store belongs to exactly one owner at a time: the keeper while it holds it idle, the
+    keeper's work while ``working`` is set (the work runs outside the lock; whoever wants the
+    store waits for it to end), and a task once :meth:`take` returned it.
 
     Args:
         idle_s: Close a store left unused this long.
@@ -209,12 +248,13 @@ class Keeper:
         background: bool = True,
         maintain: bool = True,
     ) -> None:
-        if max_stores < 1:
-            raise ValueError(f"max_stores must be >= 1, got {max_stores!r}")
+        check_whole(max_stores, "max_stores", 1)
         self.idle_s, self.settle_s, self.max_stores = idle_s, settle_s, max_stores
         self.poll_s = poll_s
         self._held: dict[Path, KeptStore] = {}
         self._mutex = threading.Lock()
+        #: Notified whenever work on a store ends (``KeptStore.working`` cleared).
+        self._work_ended = threading.Condition(self._mutex)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -229,10 +269,9 @@ class Keeper:
         work done first), or None."""
         with self._mutex:
             held = self._held.pop(directory, None)
-        if held is None:
+            self._wait_for(held)
+        if held is None or not held.live:  # None, or dropped by its failed work
             return None
-        with held.busy:  # the thread's work on it, if any, ends first
-            pass
         if not held.local.still_locked():
             held.drop(gone=True)  # its directory was deleted under it
             return None
@@ -245,6 +284,7 @@ class Keeper:
         with self._mutex:
             previous = self._held.pop(held.local.dir, None)
             self._held[held.local.dir] = held
+            self._wait_for(previous)
         if previous is not None:  # a caller's bug: two stores of one copy cannot both be open
             previous.drop()
         if self._background:
@@ -261,8 +301,7 @@ class Keeper:
     def working(self) -> bool:
         """Whether deferred commit work is waiting or running (benchmarks time it apart)."""
         with self._mutex:
-            entries = list(self._held.values())
-        return any(h.state is KeptState.DUE or h.busy.locked() for h in entries)
+            return any(h.state is KeptState.DUE or h.working for h in self._held.values())
 
     # -- the keeper's work --------------------------------------------------------------------
 
@@ -282,7 +321,7 @@ class Keeper:
                 held.state is KeptState.DUE
                 or (held.state is KeptState.UNSETTLED and now - held.idle_since >= self.settle_s)
             ):
-                self._maintain(held, settle=held.state is not KeptState.DUE)
+                self._maintain(held, Chore.WORK if held.state is KeptState.DUE else Chore.SETTLE)
         self._evict()
         self._relieve_memory()
 
@@ -292,7 +331,7 @@ class Keeper:
         with self._mutex:
             entries = list(self._held.values())
         for held in entries:
-            self._maintain(held, raise_crash=True, settle=settle)
+            self._maintain(held, Chore.SETTLE if settle else Chore.WORK, raising=True)
 
     def close_all(self) -> None:
         """Closes every held store (at exit; a test's end)."""
@@ -300,15 +339,6 @@ class Keeper:
             entries = list(self._held.values())
         for held in entries:
             self._release(held, "closing")
-
-    def discard_all(self) -> None:
-        """Drops every held store as a process that dies would: the copies stay as
-        ``LOCAL.json`` says, the locks go."""
-        with self._mutex:
-            entries, self._held = list(self._held.values()), {}
-        for held in entries:
-            with held.busy:
-                held.drop()
 
     def stop(self) -> None:
         """Stops the thread and closes every held store."""
@@ -318,36 +348,43 @@ class Keeper:
             self._thread.join()
         self.close_all()
 
-    def _maintain(
-        self,
-        held: KeptStore,
-        raise_crash: bool = False,
-        settle: bool = False,
-        release: bool = False,
-        work: bool = True,
-    ) -> None:
-        with held.busy:
-            with self._mutex:
-                if self._held.get(held.local.dir) is not held:
-                    return  # a task took it
+    def _maintain(self, held: KeptStore, chore: Chore, *, raising: bool = False) -> None:
+        """Does ``chore`` to ``held`` unless a task took it. A failure drops the store; it is
+        logged, or raised when ``raising`` (the keeper's owner called)."""
+        with self._mutex:
+            self._wait_for(held)  # other work of this keeper on it (its owner's, its thread's)
+            if self._held.get(held.local.dir) is not held:
+                return  # a task took it, or the other work dropped it
+            held.working = True
+        try:
             try:
-                if work:
+                if chore is not Chore.RELEASE:
                     held.run_work()
-                if settle:
+                if chore in (Chore.SETTLE, Chore.SETTLE_AND_RELEASE):
                     held.settle()
-                if release:
-                    if not settle:  # flushed, LOCAL.json left alone: the owner settles
-                        held.store.flush()
+                if chore is Chore.RELEASE:
+                    held.store.flush()  # LOCAL.json left alone: the owner settles
+                if chore in (Chore.RELEASE, Chore.SETTLE_AND_RELEASE):
                     held.store.release_memory()
             except BaseException as e:
                 # The commit is durable; what the failed work left is unknown, as after a
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
                 with self._mutex:
-                    self._held.pop(held.local.dir, None)
+                    if self._held.get(held.local.dir) is held:
+                        del self._held[held.local.dir]
                 held.drop()
-                if raise_crash:
+                if raising:
                     raise
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
+        finally:
+            with self._mutex:
+                held.working = False
+                self._work_ended.notify_all()
+
+    def _wait_for(self, held: KeptStore | None) -> None:
+        """Waits, with the keeper's lock held, until no work of the keeper has ``held``."""
+        while held is not None and held.working:
+            self._work_ended.wait()
 
     def _release(self, held: KeptStore, why: str) -> None:
         """Closes a held store (settled first), or drops it when its directory was deleted
@@ -357,14 +394,14 @@ class Keeper:
             if self._held.get(held.local.dir) is not held:
                 return
             del self._held[held.local.dir]
-        with held.busy:
-            if not held.local.still_locked():
-                held.drop(gone=True)
-                return
-            try:
-                held.close()
-            except Exception as e:
-                log.warning("%s: closing the kept store (%s) failed: %s", held.local.dir, why, e)
+            self._wait_for(held)
+        if not held.local.still_locked():
+            held.drop(gone=True)
+            return
+        try:
+            held.close()
+        except Exception as e:
+            log.warning("%s: closing the kept store (%s) failed: %s", held.local.dir, why, e)
 
     def _relieve_memory(self) -> None:
         """While the process's memory budget is under pressure (``memory_usage``): gives back
@@ -377,9 +414,9 @@ class Keeper:
             return
         with self._mutex:
             idle = sorted(self._held.values(), key=lambda h: h.idle_since)
-        ours = self._maintain_in_thread
+        chore = Chore.SETTLE_AND_RELEASE if self._maintain_in_thread else Chore.RELEASE
         for held in idle:
-            self._maintain(held, work=ours, settle=ours, release=True)
+            self._maintain(held, chore)
             if not memory_usage().under_pressure:
                 return
         for held in idle:
@@ -429,7 +466,7 @@ _PROCESS_KEEPER: Keeper | None = None
 _PROCESS_MUTEX = threading.Lock()
 
 
-__all__ = ["Keeper", "KeptState", "KeptStore"]
+__all__ = ["Chore", "DeferredWork", "Keeper", "KeptState", "KeptStore"]
 
 
 def _held_bytes() -> int:

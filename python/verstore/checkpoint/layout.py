@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from pyarrow.fs import FileType
 
+from verstore._checks import check_whole
 from verstore.exceptions import CorruptionError
 from verstore.location import TMP_MARK, Location
 
@@ -221,8 +222,7 @@ class PartitionFiles:
     """``<lineage dir>/p=<n>/``: one partition's commits, snapshots and uploaded files."""
 
     def __init__(self, lineage: LineageFiles, partition: int, partitioning_dir: str = "") -> None:
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise ValueError(f"partition must be an int >= 0, got {partition!r}")
+        check_whole(partition, "partition", 0)
         self.lineage = lineage
         self.location = lineage.location
         self.partition = partition

@@ -20,6 +20,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,26 @@ class SavedBuffer:
         return SavedBuffer(name, size, crc32)
 
 
+class CopyState(Enum):
+    """What ``LOCAL.json`` says of ``db/``: docs/checkpoint.md, "Local copy", has who writes
+    each, what the next open does, and the transitions."""
+
+    #: Nothing usable: absent, unreadable, another lineage's or partitioning's, not ours.
+    NONE = "none"
+    #: Being changed (a rebuild, a catch-up's replay, a saved buffer's load): no commit.
+    CHANGING = "changing"
+    #: At its commit plus writes not committed (or flushed by a kept store's later tasks).
+    DIRTY = "dirty"
+    #: Exactly its commit.
+    CLEAN = "clean"
+    #: Exactly its commit once the saved write buffer it names is loaded.
+    CLEAN_WITH_BUFFER = "clean with buffer"
+
+
 @dataclass
 class LocalState:
-    """The contents of ``LOCAL.json``.
+    """The contents of ``LOCAL.json``: one of the states of :class:`CopyState` (:attr:`kind`),
+    made by the constructors named after them.
 
     Attributes:
         lineage: The lineage whose commit ``db/`` holds.
@@ -80,6 +98,41 @@ class LocalState:
     db: str = "db"
     #: The write buffer saved beside ``db/``, part of the commit's state (clean copies only).
     buffer: SavedBuffer | None = None
+
+    @staticmethod
+    def changing(lineage: str, uploaded: dict[str, Any] | None = None) -> LocalState:
+        """``db/`` is being changed and matches no commit."""
+        return LocalState(lineage, None, clean=False, uploaded=uploaded or {})
+
+    @staticmethod
+    def dirty(lineage: str, commit: CommitRef, uploaded: dict[str, Any]) -> LocalState:
+        """``db/`` holds ``commit`` and writes not committed."""
+        return LocalState(lineage, commit, clean=False, uploaded=uploaded)
+
+    @staticmethod
+    def clean_at(
+        lineage: str,
+        commit: CommitRef,
+        uploaded: dict[str, Any],
+        buffer: SavedBuffer | None = None,
+    ) -> LocalState:
+        """``db/`` (with ``buffer`` loaded, when there is one) is exactly ``commit``."""
+        return LocalState(lineage, commit, clean=True, uploaded=uploaded, buffer=buffer)
+
+    @property
+    def kind(self) -> CopyState:
+        if not self.lineage:
+            return CopyState.NONE
+        if self.commit is None:
+            return CopyState.CHANGING
+        if not self.clean:
+            return CopyState.DIRTY
+        return CopyState.CLEAN if self.buffer is None else CopyState.CLEAN_WITH_BUFFER
+
+    @property
+    def reusable(self) -> bool:
+        """Clean at its commit (with its buffer, or without one)."""
+        return self.kind in (CopyState.CLEAN, CopyState.CLEAN_WITH_BUFFER)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -272,4 +325,4 @@ def _age_s(path: Path, now: float) -> float:
         return 0.0
 
 
-__all__ = ["HANDOFF", "READER_MARK", "LocalCopy", "LocalState", "SavedBuffer"]
+__all__ = ["HANDOFF", "READER_MARK", "CopyState", "LocalCopy", "LocalState", "SavedBuffer"]

@@ -7,7 +7,7 @@ without: a failure is recorded in the commit's stats and logged, never raised, a
 steps after it. The order of a snapshot's claim, uploads, check and manifest, and of a
 cleanup's retirement, listing and deletes, is what keeps every retained version rebuildable:
 docs/checkpoint.md, "Commit" and "Cleanup" (with the argument, "Why no interleaving loses a
-version").
+version", which tests/checkpoint/test_protocol_model.py checks over every interleaving).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from verstore.checkpoint import faults, layout
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef, Listing, PartitionFiles
 from verstore.checkpoint.local import LocalCopy, LocalState
-from verstore.checkpoint.session import CheckpointOptions, CommitStats
+from verstore.checkpoint.session import CheckpointOptions, CommitStats, Deferred
 from verstore.checkpoint.uploads import (
     Manifest,
     ManifestFile,
@@ -340,10 +341,6 @@ class _Manifests:
         return True
 
 
-#: The step of ``CommitStats.deferred`` that leaves the local copy not marked clean.
-MARK_CLEAN = "marking the local copy clean"
-
-
 def after_commit(
     store: VersionedStore,
     location: Location,
@@ -364,7 +361,7 @@ def after_commit(
         The local copy's upload map afterwards: a snapshot's, or ``uploaded`` unchanged.
     """
 
-    def deferred(what: str, error: Exception) -> None:
+    def deferred(what: Deferred, error: Exception) -> None:
         stats.deferred.append(what)
         log.warning(
             "%s: version %d is committed; %s failed and is retried later: %s",
@@ -375,9 +372,9 @@ def after_commit(
         )
 
     try:
-        local.write_state(LocalState(lineage, new, True, uploaded))
+        local.write_state(LocalState.clean_at(lineage, new, uploaded))
     except Exception as e:
-        deferred(MARK_CLEAN, e)
+        deferred(Deferred.MARK_CLEAN, e)
         return uploaded
     faults.step("after_local_state")
     if not snapshot_due(graph, opened, options.snapshot_interval):
@@ -387,16 +384,59 @@ def after_commit(
             store, location, files, new, scratch=local.dir, uploaded=uploaded
         )
         stats.snapshot = True
-        local.write_state(LocalState(lineage, new, True, uploaded))
+        local.write_state(LocalState.clean_at(lineage, new, uploaded))
     except Exception as e:
-        deferred("the snapshot", e)
+        deferred(Deferred.SNAPSHOT, e)
         return uploaded
     try:
         faults.step("before_cleanup")
         stats.deleted_files = len(cleanup(files, options))
     except Exception as e:
-        deferred("cleanup", e)
+        deferred(Deferred.CLEANUP, e)
     return uploaded
 
 
-__all__ = ["MARK_CLEAN", "after_commit", "cleanup", "snapshot_due", "take_snapshot"]
+@dataclass(frozen=True)
+class AfterCommit:
+    """The steps after commit ``new`` of a kept store, as a value its keeper runs
+    (``kept.DeferredWork``): when a snapshot is due, a flush and :func:`after_commit`; else
+    nothing until the keeper settles the store (a store taken again soon then gets many
+    micro-batches into one flush, or RocksDB's own when its memtables fill). It holds what the
+    commit's session knew (no session: that ended with the commit), and runs on the store and
+    local copy of whoever holds them then.
+    """
+
+    location: Location
+    files: PartitionFiles
+    copy_of: str
+    graph: Graph
+    opened: CommitRef
+    new: CommitRef
+    options: CheckpointOptions
+    stats: CommitStats
+
+    def run(
+        self, store: VersionedStore, local: LocalCopy, uploaded: dict[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """Returns the copy's upload map afterwards, and whether the copy is clean at
+        ``new`` on disk (``LOCAL.json`` says so)."""
+        if not snapshot_due(self.graph, self.opened, self.options.snapshot_interval):
+            return uploaded, False
+        store.flush()
+        uploaded = after_commit(
+            store,
+            self.location,
+            self.files,
+            local,
+            self.copy_of,
+            graph=self.graph,
+            opened=self.opened,
+            new=self.new,
+            uploaded=uploaded,
+            options=self.options,
+            stats=self.stats,
+        )
+        return uploaded, Deferred.MARK_CLEAN not in self.stats.deferred
+
+
+__all__ = ["AfterCommit", "after_commit", "cleanup", "snapshot_due", "take_snapshot"]

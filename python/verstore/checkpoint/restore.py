@@ -35,8 +35,7 @@ def commits_to_catch_up(
 ) -> list[CommitRef] | None:
     """The commits to replay onto the local copy to reach ``serving``, oldest first: empty
     when the copy holds ``serving`` (reuse it), None when it is of no use (rebuild)."""
-    usable = state.clean and state.lineage == lineage and state.commit is not None and db.is_dir()
-    if not usable:
+    if not (state.reusable and state.lineage == lineage and db.is_dir()):
         return None
     if state.commit == serving:
         return []
@@ -56,7 +55,7 @@ def check_not_behind_local(
     the checkpoint, means durable files were lost: say so instead of serving older state."""
     held = state.commit
     if (
-        state.clean
+        state.reusable
         and state.lineage == lineage
         and held is not None
         and held != ROOT

@@ -8,11 +8,11 @@ settings (``lineage``): they may differ between runs and between the tasks of on
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from verstore._checks import whole
+from verstore._checks import check_whole
 from verstore.checkpoint.layout import ROOT, CommitRef
 
 
@@ -39,19 +39,14 @@ class CheckpointOptions:
     replay_chunk_records: int = 65_536
 
     def __post_init__(self) -> None:
-        def check(name: str, low: int) -> None:
-            value = getattr(self, name)
-            if not whole(value, low, math.inf):
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-        check("snapshot_interval", 1)
-        check("replay_chunk_records", 1)
+        check_whole(self.snapshot_interval, "snapshot_interval", 1)
+        check_whole(self.replay_chunk_records, "replay_chunk_records", 1)
         if isinstance(self.min_versions_to_retain, int) and self.min_versions_to_retain == 1:
             raise ValueError(
                 "min_versions_to_retain must be >= 2, got 1: a retry of the last micro-batch "
                 "reopens the version before it"
             )
-        check("min_versions_to_retain", 2)
+        check_whole(self.min_versions_to_retain, "min_versions_to_retain", 2)
         for name in ("lock_timeout_s", "orphan_grace_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -96,9 +91,27 @@ class OpenStats:
     seconds: float = 0.0
 
 
+class Deferred(StrEnum):
+    """A step after a commit point that failed and is made up for later (docs/checkpoint.md,
+    "Commit"): the commit stands. Each is its own name in logs and docs."""
+
+    #: ``LOCAL.json`` clean at the new commit: the next open rebuilds or catches up instead.
+    MARK_CLEAN = "marking the local copy clean"
+    #: The snapshot: due again at the next commit.
+    SNAPSHOT = "the snapshot"
+    #: Cleanup: the next one deletes what this one left.
+    CLEANUP = "cleanup"
+    #: Closing the store: the local copy is marked for a rebuild.
+    CLOSE = "closing the store"
+
+
 @dataclass
 class CommitStats:
-    """What a commit wrote, for metrics."""
+    """What a commit wrote, for metrics.
+
+    Attributes:
+        deferred: The steps after the commit point that failed, in order (the commit stands).
+    """
 
     version: int = 0
     records: int = 0
@@ -106,7 +119,7 @@ class CommitStats:
     snapshot: bool = False
     snapshot_uploaded_bytes: int = 0
     deleted_files: int = 0
-    deferred: list[str] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
 
 
-__all__ = ["CheckpointOptions", "CommitStats", "OpenStats", "Progress"]
+__all__ = ["CheckpointOptions", "CommitStats", "Deferred", "OpenStats", "Progress"]

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -40,14 +40,20 @@ from verstore.checkpoint.lineage import (
     check_or_create,
 )
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
-from verstore.checkpoint.maintenance import MARK_CLEAN, after_commit, snapshot_due
+from verstore.checkpoint.maintenance import AfterCommit, after_commit, snapshot_due
 from verstore.checkpoint.restore import (
     check_not_behind_local,
     commits_to_catch_up,
     replay,
     restore_base,
 )
-from verstore.checkpoint.session import CheckpointOptions, CommitStats, OpenStats, Progress
+from verstore.checkpoint.session import (
+    CheckpointOptions,
+    CommitStats,
+    Deferred,
+    OpenStats,
+    Progress,
+)
 from verstore.exceptions import (
     CorruptionError,
     FencedError,
@@ -248,9 +254,7 @@ class PartitionStore:
         still_dirty = self._load(progress, kept)
         if not self.read_only and not still_dirty:
             # Uncommitted work may reach the local files from here on.
-            self._local.write_state(
-                LocalState(self._copy_of, self._serving, clean=False, uploaded=self._uploaded)
-            )
+            self._local.write_state(LocalState.dirty(self._copy_of, self._serving, self._uploaded))
         if not self.read_only:
             self._local.remove_buffers()  # LOCAL.json names none now: a loaded one is in the store
 
@@ -386,7 +390,7 @@ class PartitionStore:
             self._uploaded = self._after_commit(store, new, self._uploaded, stats)
         finally:
             if not self._release_quietly(f"committed version {new.version}"):
-                stats.deferred.append("closing the store")
+                stats.deferred.append(Deferred.CLOSE)
         return new.version
 
     def _keep(self, store: VersionedStore, new: CommitRef, stats: CommitStats) -> None:
@@ -408,7 +412,16 @@ class PartitionStore:
             self._uploaded,
             self._memory_limit_mb,
             stats,
-            self._deferred_work(store, new, stats),
+            AfterCommit(
+                self._location,
+                self._files,
+                self._copy_of,
+                self._graph,
+                self.stats.commit,
+                new,
+                self._options,
+                stats,
+            ),
         )
         opened, interval = self.stats.commit, self._options.snapshot_interval
         self._serving, self._store = new, None
@@ -419,7 +432,7 @@ class PartitionStore:
                 held.run_work()
             except Exception as e:
                 log.warning("%s: the overdue snapshot failed: %s", self._files.describe(), e)
-                stats.deferred.append("the snapshot")
+                stats.deferred.append(Deferred.SNAPSHOT)
                 held.drop()
                 return
             except BaseException:
@@ -427,23 +440,6 @@ class PartitionStore:
                 raise
         assert self._keeper is not None
         self._keeper.keep(held)
-
-    def _deferred_work(
-        self, store: VersionedStore, new: CommitRef, stats: CommitStats
-    ) -> Callable[[dict[str, Any]], tuple[dict[str, Any], bool]]:
-        """What commit ``new`` of a kept store leaves to its keeper (``kept.Maintenance``).
-        The session's fields it reads no longer change once the commit ended it."""
-
-        def work(uploaded: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-            if not snapshot_due(self._graph, self.stats.commit, self._options.snapshot_interval):
-                # The flush waits for the keeper to settle the store: a store taken again
-                # soon gets many batches into one flush (or RocksDB's own, when full).
-                return uploaded, False
-            store.flush()
-            uploaded = self._after_commit(store, new, uploaded, stats)
-            return uploaded, MARK_CLEAN not in stats.deferred
-
-        return work
 
     def _after_commit(
         self, store: VersionedStore, new: CommitRef, uploaded: dict[str, Any], stats: CommitStats
@@ -511,9 +507,7 @@ class PartitionStore:
             # names: a replay that fails half way must not leave it looking clean. Nor may a
             # loaded buffer, which any close of the store from here on writes into db/: the
             # copy named with it would apply it twice.
-            self._local.write_state(
-                LocalState(self._copy_of, None, clean=False, uploaded=state.uploaded)
-            )
+            self._local.write_state(LocalState.changing(self._copy_of, state.uploaded))
         self._store = self._open_clean_copy(state.buffer)
         if self._store is None:
             self._rebuild(progress)
@@ -580,7 +574,7 @@ class PartitionStore:
         commit off the serving chain)."""
         if kept.copy_of != self._copy_of or kept.memory_limit_mb != self._memory_limit_mb:
             return None
-        state = LocalState(kept.copy_of, kept.commit, clean=True)
+        state = LocalState.clean_at(kept.copy_of, kept.commit, kept.uploaded)
         return commits_to_catch_up(state, self._copy_of, self._local.db, self._graph, self._serving)
 
     def _adopt(self, kept: KeptStore, above: list[CommitRef], progress: Progress | None) -> bool:
@@ -593,9 +587,7 @@ class PartitionStore:
         if not above:
             self.stats.reused = True
             return not clean
-        self._local.write_state(
-            LocalState(self._copy_of, None, clean=False, uploaded=kept.uploaded)
-        )
+        self._local.write_state(LocalState.changing(self._copy_of, kept.uploaded))
         self._replay(above, progress)
         return True
 
@@ -605,7 +597,7 @@ class PartitionStore:
         if self.read_only:
             shutil.rmtree(self._local.db, ignore_errors=True)
         else:
-            self._local.write_state(LocalState(self._copy_of, None, clean=False))
+            self._local.write_state(LocalState.changing(self._copy_of))
             self._local.fresh_db()  # under a new name: see local.py
         self._uploaded, above = restore_base(
             self._location, self._files, self._graph, self._serving, self._local.db, self.stats

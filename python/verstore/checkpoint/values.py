@@ -29,7 +29,13 @@ class ValueCodec:
         self._schemas = [layout.schemas()[1] for layout in layouts]
         self.schema = self._schemas[-1]
         self.layout_id = len(layouts) - 1
-        self._prefix = bytes([EVOLVED_MARK]) + self.layout_id.to_bytes(2, "big")
+        #: What :meth:`encode` writes before a value's tuple encoding: nothing under a
+        #: lineage's first layout, ``FE ‖ layout (u16 big-endian)`` under a later one.
+        self.prefix = (
+            b""
+            if self.layout_id == 0
+            else bytes([EVOLVED_MARK]) + self.layout_id.to_bytes(2, "big")
+        )
 
     def encode(self, batch: Any, columns: list[str] | None = None) -> Any:
         """The stored values of ``columns`` of ``batch`` (in the newest layout's order)."""
@@ -41,7 +47,7 @@ class ValueCodec:
         encoded = encode_rows(batch, columns)
         if self.layout_id == 0:
             return encoded
-        return pc.binary_join_element_wise(pa.scalar(self._prefix), encoded, pa.scalar(b""))
+        return pc.binary_join_element_wise(pa.scalar(self.prefix), encoded, pa.scalar(b""))
 
     def decode(self, values: Any) -> Any:
         """Stored values (a binary array; a null decodes to nulls) as a batch of the newest
@@ -102,7 +108,9 @@ def _by_layout(values: Any) -> dict[int, tuple[Any, Any]]:
     import pyarrow.compute as pc
 
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    marked = pc.fill_null(pc.equal(pc.binary_slice(values, 0, 1), pa.scalar(b"\xfe")), False)
+    marked = pc.fill_null(
+        pc.equal(pc.binary_slice(values, 0, 1), pa.scalar(bytes([EVOLVED_MARK]))), False
+    )
     positions = pa.array(range(len(values)), pa.int64())
     groups = {0: (positions.filter(pc.invert(marked)), values.filter(pc.invert(marked)))}
     if not pc.any(marked).as_py():

@@ -10,9 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from verstore._checks import check_whole
+
 # The helpers' durations (re-exported: the argument checks are read here).
 from verstore.spark._durations import parse_duration_ms as parse_duration_ms
 from verstore.spark._durations import parse_ttl_ms as parse_ttl_ms
+
+
+def ttl_staleness_ms(ttl_ms: int) -> int:
+    """The largest staleness at which a version lives under a latest TTL of ``ttl_ms``: a
+    version that took effect at ``t`` ends at ``t + ttl_ms`` (docs/semantics.md §2.15), so it
+    lives at ``t + ttl_ms - 1`` and not after. The helpers derive the end from here only."""
+    return ttl_ms - 1
 
 
 def column_names(value: str | Sequence[str], arg: str) -> list[str]:
@@ -55,9 +64,12 @@ def num_partitions(df: Any, value: int | None) -> int:
         if value is not None
         else int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     )
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"num_partitions must be an int >= 1, got {n!r}")
-    return n
+    return check_num_partitions(n)
+
+
+def check_num_partitions(value: Any) -> int:
+    """``value`` as a number of partitions: an int >= 1 (ValueError otherwise)."""
+    return check_whole(value, "num_partitions", 1)
 
 
 def col(name: str) -> Any:

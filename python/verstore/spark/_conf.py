@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from verstore._checks import check_whole
+
 PREFIX = "spark.verstore."
 CHECKPOINT_ROOT = PREFIX + "checkpointRoot"
 CHECKPOINT_LOCATION = PREFIX + "checkpointLocation"
@@ -320,22 +322,10 @@ def configure(
     from verstore.checkpoint import CheckpointOptions
 
     # Refuse bad values here, on the driver, rather than in every task.
-    if memory_limit_mb is not None and (
-        not isinstance(memory_limit_mb, int)
-        or isinstance(memory_limit_mb, bool)
-        or memory_limit_mb < MIN_MEMORY_LIMIT_MB
-    ):
-        raise ValueError(
-            f"memory_limit_mb must be an int >= {MIN_MEMORY_LIMIT_MB}, got {memory_limit_mb!r}"
-        )
-    if kept_stores_per_worker is not None and (
-        not isinstance(kept_stores_per_worker, int)
-        or isinstance(kept_stores_per_worker, bool)
-        or kept_stores_per_worker < 0
-    ):
-        raise ValueError(
-            f"kept_stores_per_worker must be an int >= 0, got {kept_stores_per_worker!r}"
-        )
+    if memory_limit_mb is not None:
+        check_whole(memory_limit_mb, "memory_limit_mb", MIN_MEMORY_LIMIT_MB)
+    if kept_stores_per_worker is not None:
+        check_whole(kept_stores_per_worker, "kept_stores_per_worker", 0)
     if progress_metrics is not None and not isinstance(progress_metrics, bool):
         raise TypeError(f"progress_metrics must be a bool, got {progress_metrics!r}")
     if storage_options_provider is not None and not (

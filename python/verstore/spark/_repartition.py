@@ -78,7 +78,7 @@ def repartition_store(
         IncompatibleConfigError: The store records no partitioning of the helpers' kind, or it
             was repartitioned after the Spark checkpoint's last batch.
     """
-    _check_count(num_partitions)
+    arguments.check_num_partitions(num_partitions)
     return _rewrite(
         spark, "repartition_store", checkpoint_root, store, checkpoint_location,
         storage_options, num_partitions, None,
@@ -139,7 +139,7 @@ def change_store_settings(
             batch, or records no partitioning of the helpers' kind.
     """
     if num_partitions is not None:
-        _check_count(num_partitions)
+        arguments.check_num_partitions(num_partitions)
     if remove_latest_ttl and latest_ttl is not None:
         raise ValueError("give latest_ttl or remove_latest_ttl=True, not both")
     if not isinstance(remove_latest_ttl, bool):
@@ -183,15 +183,6 @@ class _SettingsChange:
             config.segment_interval_ms if self.interval is None else self.interval,
             ttl,
         )
-
-
-def _check_count(num_partitions: Any) -> None:
-    if (
-        not isinstance(num_partitions, int)
-        or isinstance(num_partitions, bool)
-        or num_partitions < 1
-    ):
-        raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
 
 
 def _rewrite(

@@ -24,6 +24,7 @@ from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.lineage import StoreSettings
 from verstore.checkpoint.values import ValueCodec
+from verstore.spark import _args as arguments
 from verstore.spark import _metrics
 from verstore.spark._compat import to_arrow_schema
 from verstore.spark._conf import (
@@ -318,12 +319,7 @@ def map_partitions_with_stores(
         fn: The partition function.
         schema: The output schema (a ``StructType`` or DDL string).
     """
-    if (
-        not isinstance(num_partitions, int)
-        or isinstance(num_partitions, bool)
-        or num_partitions < 1
-    ):
-        raise ValueError(f"num_partitions must be an int >= 1, got {num_partitions!r}")
+    arguments.check_num_partitions(num_partitions)
     specs = dict(stores)
     # A restart with changed settings fails here, once, before the query starts.
     check_before_start(

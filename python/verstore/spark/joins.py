@@ -154,9 +154,10 @@ def asof_join(
     )
     ttl_ms = arguments.parse_ttl_ms(latest_ttl)
     if ttl_ms is not None:
-        # A version ends TTL after its time: stream rows later than that must not match it,
-        # also while the table's stream time has not reached that end yet.
-        tolerance_ms = ttl_ms - 1 if tolerance_ms is None else min(tolerance_ms, ttl_ms - 1)
+        # Stream rows past a version's end must not match it, also while the table's stream
+        # time has not reached that end yet.
+        lives = arguments.ttl_staleness_ms(ttl_ms)
+        tolerance_ms = lives if tolerance_ms is None else min(tolerance_ms, lives)
     stream_fields = arguments.fields_by_name(stream)
     table_fields = arguments.fields_by_name(table_updates)
     arguments.require_columns(stream_fields, [*on_cols, stream_time], "stream")
@@ -390,7 +391,7 @@ class _AsofPartition:
             time=_TIME,
             tie_breakers=self.tie_breakers,
             values=self.values,
-            value_prefix=_value_prefix(codec),
+            value_prefix=codec.prefix,
             names=self._row_names(),
         )
 
@@ -433,16 +434,6 @@ class _AsofPartition:
         if self.inner:
             out = out.filter(pc.is_valid(value))
         return out
-
-
-def _value_prefix(codec: ValueCodec) -> bytes:
-    """What ``ValueCodec.encode`` writes before a value's tuple encoding: nothing under a
-    lineage's first layout, ``FE ‖ layout (u16 big-endian)`` under a later one."""
-    from verstore.checkpoint.lineage import EVOLVED_MARK
-
-    if codec.layout_id == 0:
-        return b""
-    return bytes([EVOLVED_MARK]) + codec.layout_id.to_bytes(2, "big")
 
 
 def _winners(chunk: Any) -> Any:

@@ -341,11 +341,13 @@ class _LatestPartition:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        assert self.latest_ttl_ms is not None
         times = winners.column(_ROW_TIME)
         codes, found = store.put_batch_with_previous(
             winners.column(_ROW_KEY), winners.column(_ROW_VALUE), times
         )
-        lived = pc.greater(pc.add(found.column("timestamp"), self.latest_ttl_ms), times)
+        staleness = pc.subtract(times, found.column("timestamp"))
+        lived = pc.less_equal(staleness, arguments.ttl_staleness_ms(self.latest_ttl_ms))
         none = pa.scalar(None, pa.binary())
         return codes.to_numpy(), pc.if_else(pc.fill_null(lived, False), found.column("value"), none)
 
