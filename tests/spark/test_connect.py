@@ -58,18 +58,22 @@ def test_a_foreach_batch_sink_gets_a_clear_error(
 
     # Spark starts the foreachBatch function's Python worker and waits a fixed 10 s for it to
     # connect back (PythonWorkerFactory, not a setting); on a loaded machine the worker's start
-    # can take longer. That failure is Spark's, not the one under test: run the query again.
+    # can take longer ("Timed out while waiting for the Python worker to connect back", or
+    # "Python worker failed to connect back."). That failure is Spark's, not the one under
+    # test: run the query again.
     for attempt in range(3):
-        query = (
-            gen_join(spark, tmp_path, store=f"asof{attempt}")
-            .writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(tmp_path / f"chk{attempt}"))
-            .trigger(availableNow=True)
-            .start()
-        )
         with pytest.raises(Exception) as raised:
-            query.awaitTermination(120)
-        query.stop()
-        if "Python worker to connect back" not in str(raised.value):
+            query = (
+                gen_join(spark, tmp_path, store=f"asof{attempt}")
+                .writeStream.foreachBatch(collect)
+                .option("checkpointLocation", str(tmp_path / f"chk{attempt}"))
+                .trigger(availableNow=True)
+                .start()  # Spark starts the worker here and may time out on it
+            )
+            try:
+                query.awaitTermination(120)
+            finally:
+                query.stop()
+        if "to connect back" not in str(raised.value):
             break
     assert "foreachBatch function receives" in str(raised.value)
