@@ -8,6 +8,7 @@
 //! compaction filters to data that snapshots still see.
 
 use super::VersionedStore;
+use super::kind::StoreKind;
 use crate::error::Result;
 use crate::format::key::LATEST_SEGMENT;
 use crate::format::latest_value;
@@ -37,7 +38,7 @@ impl VersionedStore {
     /// A saved write buffer was loaded: its latest values replace the stored ones counted at
     /// the open.
     pub(super) fn count_buffered_latest(&mut self) -> Result<()> {
-        let Some(buffer) = &self.buffer else {
+        let Some(buffer) = self.kind.buffer() else {
             return Ok(());
         };
         if self.state.latest_buckets.is_none() {
@@ -62,8 +63,9 @@ impl VersionedStore {
     /// durable horizon moves with it. (Without it, a flush or checkpoint moves it; in memory,
     /// the write of the write buffer to the maps.)
     pub(super) fn after_write(&mut self) {
-        if self.path.is_some() && self.buffer.is_none() {
-            self.note_durable();
+        match self.kind {
+            StoreKind::Logged(_) => self.note_durable(),
+            StoreKind::Unlogged { .. } | StoreKind::Memory { .. } => {}
         }
     }
 
@@ -101,10 +103,10 @@ impl VersionedStore {
         let Some(ttl) = self.state.config.latest_ttl() else {
             return Ok(());
         };
-        match (&self.path, &self.buffer) {
-            (Some(_), Some(_)) => self.flush()?,
-            (None, Some(_)) => self.write_buffer()?,
-            _ => {}
+        match self.kind {
+            StoreKind::Logged(_) => {}
+            StoreKind::Unlogged { .. } => self.flush()?,
+            StoreKind::Memory { .. } => self.write_buffer()?,
         }
         if self.scans.any_running() {
             return Ok(());
