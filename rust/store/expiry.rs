@@ -5,14 +5,23 @@
 //! write-ahead log on, and in memory; without the log, only at a flush or checkpoint, since
 //! memtables without a log die in a crash and the store a crash leaves must not lack an entry
 //! visible at its own stream time. It does not move while a scan is open: RocksDB applies
-//! compaction filters to data that snapshots still see.
+//! compaction filters to data that snapshots still see. [`move_horizon`] is the one way to move
+//! it, and takes the proof that no scan is open ([`NoScanOpen`]).
 
 use super::VersionedStore;
 use super::kind::StoreKind;
+use crate::backend::Backend;
 use crate::error::Result;
 use crate::format::key::LATEST_SEGMENT;
 use crate::format::latest_value;
+use crate::scan::pipe::NoScanOpen;
 use crate::ttl::LatestBuckets;
+
+/// Moves the durable horizon `backend` may drop expired latest values below: with no scan open,
+/// whose snapshot could lose them.
+fn move_horizon(backend: &mut dyn Backend, horizon: i64, _no_scan: &NoScanOpen<'_>) {
+    backend.set_reclaim_horizon(horizon);
+}
 
 impl VersionedStore {
     /// On open: counts the stored latest values into time buckets; the store's state is
@@ -31,7 +40,10 @@ impl VersionedStore {
             })?;
         self.state.latest_buckets = Some(buckets);
         self.state.latest_keys = None;
-        self.backend.set_reclaim_horizon(clock.horizon);
+        // Opening, the store has no scan.
+        if let Some(no_scan) = self.scans.none_open() {
+            move_horizon(self.backend.as_mut(), clock.horizon, &no_scan);
+        }
         Ok(())
     }
 
@@ -80,10 +92,10 @@ impl VersionedStore {
         ) else {
             return;
         };
-        if self.scans.any_running() {
+        let Some(no_scan) = self.scans.none_open() else {
             return;
-        }
-        self.backend.set_reclaim_horizon(horizon);
+        };
+        move_horizon(self.backend.as_mut(), horizon, &no_scan);
         if buckets.settle(&ttl, horizon) && self.backend.reclaim_latest(false) {
             buckets.started();
         }
@@ -108,11 +120,11 @@ impl VersionedStore {
             StoreKind::Unlogged { .. } => self.flush()?,
             StoreKind::Memory { .. } => self.write_buffer()?,
         }
-        if self.scans.any_running() {
+        let Some(no_scan) = self.scans.none_open() else {
             return Ok(());
-        }
+        };
         let horizon = self.state.clock().horizon;
-        self.backend.set_reclaim_horizon(horizon);
+        move_horizon(self.backend.as_mut(), horizon, &no_scan);
         if let Some(buckets) = self.state.latest_buckets.as_mut() {
             buckets.settle(&ttl, horizon);
             buckets.started();
