@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use crate::backend::Backend;
-use crate::config::StoreConfig;
+use crate::config::{StoreConfig, Tuning};
 use crate::error::{Error, Result};
 use crate::format::history;
 use crate::memory;
@@ -39,11 +39,6 @@ mod transaction;
 
 use kind::StoreKind;
 
-/// Rows of a batch put whose latest values are read ahead at once: large enough for the sorted
-/// read to share blocks, small enough to hold (about 150 bytes a row). A few rows in tests, so
-/// that their batches cross from one read ahead to the next.
-const READ_AHEAD_ROWS: usize = if cfg!(test) { 3 } else { 65_536 };
-
 /// The largest value the row format can hold (value sizes are `i32`).
 pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
 
@@ -56,6 +51,8 @@ pub struct VersionedStore {
     /// (`store/kind.rs`).
     kind: StoreKind,
     state: State,
+    /// The thresholds of its work: the shipped ones but in tests that lower them.
+    tuning: Tuning,
     /// Accepted writes since the last changelog was taken, when recording (see
     /// [`crate::spool`]).
     pub(crate) spool: Option<Spool>,
@@ -357,6 +354,7 @@ impl VersionedStore {
             check_write(value, timestamp, Some(index))?;
         }
         self.warm_latest_cache(rows.len())?;
+        let read_ahead = self.tuning.read_ahead_rows;
         let outcomes = self.transaction(|txn| {
             txn.reserve(rows.len());
             let mut newest = txn.state.stream_time;
@@ -367,10 +365,10 @@ impl VersionedStore {
             });
             let mut outcomes = Vec::with_capacity(rows.len());
             for (i, (key, value, ts)) in rows.enumerate() {
-                if i % READ_AHEAD_ROWS == 0 {
+                if i % read_ahead == 0 {
                     // Rows that will push need no read; while pushes are off, every row reads.
                     let skip = txn.pushes_replace_reads();
-                    let window = ahead.by_ref().take(READ_AHEAD_ROWS);
+                    let window = ahead.by_ref().take(read_ahead);
                     let reads = window.filter(|(_, may_push)| !(skip && *may_push));
                     txn.read_latest_ahead(reads.map(|(key, _)| key))?;
                 }
@@ -401,12 +399,13 @@ impl VersionedStore {
             check_write(None, timestamp, Some(index))?;
         }
         self.warm_latest_cache(rows.len())?;
+        let read_ahead = self.tuning.read_ahead_rows;
         let outcomes = self.transaction(|txn| {
             let mut ahead = rows.clone().map(|(key, _)| key);
             let mut outcomes = Vec::with_capacity(rows.len());
             for (i, (key, ts)) in rows.enumerate() {
-                if i % READ_AHEAD_ROWS == 0 {
-                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
+                if i % read_ahead == 0 {
+                    txn.read_latest_ahead(ahead.by_ref().take(read_ahead))?;
                 }
                 outcomes.push(txn.delete(key, ts)?);
             }

@@ -23,6 +23,7 @@ use super::snapshot::ScanSource;
 use super::{
     Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, VisitUntil, Write, WriteSet,
 };
+use crate::config::Tuning;
 use crate::error::{Error, Result};
 use crate::format::key::LATEST_SEGMENT;
 use crate::format::key::{next_prefix, segment_of, segment_prefix};
@@ -108,6 +109,8 @@ pub(crate) struct RocksBackend {
     write_options: WriteOptions,
     rows: RowCache,
     merged_once: repair::MergedOnce,
+    /// Whether a read that merged a row writes it back at its first merge (`Tuning`).
+    repair_at_first_merge: bool,
     /// Latest-value entries the merge operator found with a long unsettled history.
     long_histories: Arc<LongHistories>,
     /// The store's hold on the process's block cache; dropped after `db` (fields drop in
@@ -257,7 +260,12 @@ const FILE_OPENING_THREADS: i32 = 2;
 const KEPT_INFO_LOGS: usize = 2;
 
 impl RocksBackend {
-    pub(crate) fn open(path: &Path, options: RocksOptions, ttl: Option<LatestTtl>) -> Result<Self> {
+    pub(crate) fn open(
+        path: &Path,
+        options: RocksOptions,
+        ttl: Option<LatestTtl>,
+        tuning: &Tuning,
+    ) -> Result<Self> {
         let hold = budget::Hold::take();
         let memtable = options
             .write_buffer_bytes
@@ -278,8 +286,12 @@ impl RocksBackend {
             reclaimer,
             path: path.to_owned(),
             write_options,
-            rows: RowCache::new(options.row_cache_bytes.unwrap_or(usize::MAX)),
+            rows: RowCache::new(
+                options.row_cache_bytes.unwrap_or(usize::MAX),
+                tuning.min_cached_row_bytes,
+            ),
             merged_once: repair::MergedOnce::new(),
+            repair_at_first_merge: tuning.repair_at_first_merge,
             long_histories,
             _budget: hold,
         })
@@ -339,10 +351,9 @@ impl RocksBackend {
     }
 
     /// Whether a read that merged the row at `key` writes it back (`repair`): at its second
-    /// merge, at every merge in tests (so that the property tests meet repaired rows at every
-    /// step).
+    /// merge, or at every merge with `Tuning::repair_at_first_merge`.
     fn repairs(&self, key: &[u8]) -> bool {
-        cfg!(test) || self.merged_once.again(key)
+        self.repair_at_first_merge || self.merged_once.again(key)
     }
 
     /// Writes rows that a read had to merge from appends back whole: every later read of them

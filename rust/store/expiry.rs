@@ -96,7 +96,8 @@ impl VersionedStore {
             return;
         };
         move_horizon(self.backend.as_mut(), horizon, &no_scan);
-        if buckets.settle(&ttl, horizon) && self.backend.reclaim_latest(false) {
+        let min = self.tuning.min_reclaim;
+        if buckets.settle(&ttl, horizon, min) && self.backend.reclaim_latest(false) {
             buckets.started();
         }
     }
@@ -126,7 +127,7 @@ impl VersionedStore {
         let horizon = self.state.clock().horizon;
         move_horizon(self.backend.as_mut(), horizon, &no_scan);
         if let Some(buckets) = self.state.latest_buckets.as_mut() {
-            buckets.settle(&ttl, horizon);
+            buckets.settle(&ttl, horizon, self.tuning.min_reclaim);
             buckets.started();
         }
         self.backend.reclaim_latest(true);

@@ -10,7 +10,7 @@ use super::kind::{Disk, Logged, StoreKind};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
-use crate::config::StoreConfig;
+use crate::config::{StoreConfig, Tuning};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, storage_key};
 use crate::format::{history, meta};
@@ -47,6 +47,16 @@ impl VersionedStore {
         config: StoreConfig,
         options: RocksOptions,
     ) -> Result<Self> {
+        Self::open_tuned(path, config, options, Tuning::default())
+    }
+
+    /// [`VersionedStore::open_with`] with other thresholds than the shipped ones (tests).
+    pub(crate) fn open_tuned(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        options: RocksOptions,
+        tuning: Tuning,
+    ) -> Result<Self> {
         let path = path.as_ref();
         let io = |source| Error::Io {
             path: path.to_owned(),
@@ -68,7 +78,7 @@ impl VersionedStore {
             }
             Err(TryLockError::Error(source)) => return Err(io(source)),
         }
-        let backend = RocksBackend::open(path, options, config.latest_ttl())?;
+        let backend = RocksBackend::open(path, options, config.latest_ttl(), &tuning)?;
         let empty = backend.is_empty_of(LATEST_SEGMENT)?;
         let cache = LatestCache::new(options.latest_cache_bytes.unwrap_or(usize::MAX), empty);
         let disk = Disk::new(path.to_owned(), lock, cache);
@@ -81,7 +91,7 @@ impl VersionedStore {
             let buffer = WriteBuffer::new(options.buffer_bytes.unwrap_or(usize::MAX));
             StoreKind::Unlogged { disk, buffer }
         };
-        let mut store = Self::from_backend(kind, Box::new(backend), config)?;
+        let mut store = Self::from_backend(kind, Box::new(backend), config, tuning)?;
         store.recover_metadata()?;
         if config.latest_ttl().is_some() {
             store.load_latest_buckets()?;
@@ -100,6 +110,11 @@ impl VersionedStore {
     /// then in the maps, and write it into both (a quarter of a batch put's time).
     #[must_use]
     pub fn in_memory(config: StoreConfig) -> Self {
+        Self::in_memory_tuned(config, Tuning::default())
+    }
+
+    /// [`VersionedStore::in_memory`] with other thresholds than the shipped ones (tests).
+    pub(crate) fn in_memory_tuned(config: StoreConfig, tuning: Tuning) -> Self {
         let mut backend = MemoryBackend::default().with_latest_ttl(config.latest_ttl());
         // A fresh map cannot fail to initialise.
         let _ = backend.write(&mut initial_metadata(config));
@@ -110,6 +125,7 @@ impl VersionedStore {
                 latest_buckets: config.latest_ttl().map(|_| LatestBuckets::default()),
                 ..State::loaded(config, -1, Segments::default(), 0)
             },
+            tuning,
             spool: None,
             scans: OpenScans::default(),
             failure: None,
@@ -127,7 +143,8 @@ impl VersionedStore {
         let backend =
             MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())))
                 .with_latest_ttl(config.latest_ttl());
-        let mut store = Self::from_backend(memory_kind(), Box::new(backend), config)?;
+        let kind = memory_kind();
+        let mut store = Self::from_backend(kind, Box::new(backend), config, Tuning::default())?;
         store.load_latest_buckets()?;
         Ok(store)
     }
@@ -140,6 +157,7 @@ impl VersionedStore {
         kind: StoreKind,
         mut backend: Box<dyn Backend>,
         config: StoreConfig,
+        tuning: Tuning,
     ) -> Result<Self> {
         prepare_metadata(
             backend.as_mut(),
@@ -151,6 +169,7 @@ impl VersionedStore {
             backend,
             kind,
             state,
+            tuning,
             spool: None,
             scans: OpenScans::default(),
             failure: None,
