@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import verstore
+from repartition_helpers import run_in_process
 from verstore.checkpoint import PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
@@ -91,7 +92,7 @@ def repartition(root: Path, version: int, n: int) -> steps.Plan:
     location = Location.resolve(str(root))
     plan = steps.plan(location, STORE, LINEAGE, version, n)
     assert plan is not None
-    steps.run_in_process(location, plan, route, str(root.parent / "scratch"))
+    run_in_process(location, plan, route, str(root.parent / "scratch"))
     return plan
 
 

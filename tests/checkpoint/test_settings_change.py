@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import verstore
+from repartition_helpers import run_in_process
 from verstore.checkpoint import PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
@@ -79,7 +80,7 @@ def change(root: Path, version: int, config: StoreConfig) -> steps.Plan:
     location = Location.resolve(str(root))
     plan = steps.plan(location, STORE, LINEAGE, version, config=config)
     assert plan is not None
-    steps.run_in_process(location, plan, route, str(root.parent / f"scratch-{root.name}"))
+    run_in_process(location, plan, route, str(root.parent / f"scratch-{root.name}"))
     return plan
 
 
