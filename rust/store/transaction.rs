@@ -30,6 +30,8 @@ impl VersionedStore {
             }
             work(txn)
         };
+        // What a failed call restores. Cheap: the segment set is shared until the call changes
+        // it (`Segments`); only a latest TTL's buckets, a few counts, are copied.
         let before = self.state.clone();
         let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
         let ran = std::panic::catch_unwind(run);
