@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 from verstore.checkpoint import repartition as steps
-from verstore.checkpoint.lineage import StoreSettings
+from verstore.checkpoint.settings import StoreSettings
 from verstore.location import Location
 
 

@@ -24,7 +24,8 @@ from repartition_helpers import run_in_process
 from verstore.checkpoint import PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import read_settings, record_path
+from verstore.checkpoint.partitionings import record_path
+from verstore.checkpoint.settings import read_settings
 from verstore.location import Location
 
 RETENTION = 500
@@ -310,7 +311,7 @@ def test_a_query_that_ran_on_during_the_repartition_stops_the_publish(tmp_path: 
 
 
 def test_a_partitioning_record_is_created_once(tmp_path: Path) -> None:
-    from verstore.checkpoint.lineage import publish
+    from verstore.checkpoint.partitionings import publish
 
     root = tmp_path / "root"
     run_batches(root, writes(seed=10, batches=2), 0, 2)

@@ -26,7 +26,8 @@ from repartition_helpers import run_in_process
 from verstore.checkpoint import PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import StoreConfig, read_settings, record_path
+from verstore.checkpoint.partitionings import StoreConfig, record_path
+from verstore.checkpoint.settings import read_settings
 from verstore.location import Location
 
 STORE, LINEAGE, N = "readings", "q1", 2

@@ -46,7 +46,7 @@ from verstore._core import TUPLE_ENCODING, encode_rows
 from verstore.changes import partitions_of_changes, read_changes
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint import repartition as steps
-from verstore.checkpoint.lineage import ColumnLayout
+from verstore.checkpoint.layouts import ColumnLayout
 from verstore.checkpoint.values import ValueCodec
 from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError, IncompatibleConfigError

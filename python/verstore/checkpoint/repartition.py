@@ -39,17 +39,10 @@ from typing import Any
 from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import (
-    Partitioning,
-    StoreConfig,
-    StoreSettings,
-    check_or_create,
-    mark,
-    new_dir,
-    read_settings,
-)
-from verstore.checkpoint.lineage import publish as write_record
+from verstore.checkpoint.partitionings import Partitioning, StoreConfig, mark, new_dir
+from verstore.checkpoint.partitionings import publish as write_record
 from verstore.checkpoint.session import CheckpointOptions
+from verstore.checkpoint.settings import StoreSettings, check_or_create, read_settings
 from verstore.checkpoint.store import PartitionStore
 from verstore.exceptions import IncompatibleConfigError, MissingVersionError
 from verstore.location import Location

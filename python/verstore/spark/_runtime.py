@@ -22,7 +22,7 @@ from typing import Any
 from verstore._core import VersionedStore, set_memory_limit
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.kept import Keeper
-from verstore.checkpoint.lineage import StoreSettings
+from verstore.checkpoint.settings import StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _args as arguments
 from verstore.spark import _faults, _metrics
