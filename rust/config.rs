@@ -24,8 +24,9 @@ pub(crate) struct Tuning {
     /// decoded rows: their walk is short, and caching them would spend the budget on rows that
     /// gain little (`backend/rocks/row_cache.rs`).
     pub(crate) min_cached_row_bytes: usize,
-    /// Whether a read that merged a row writes it back at its first merge, rather than at its
-    /// second (`backend/rocks/repair.rs`).
+    /// Whether a read that merged a row writes it back at its first merge whatever the store's
+    /// size (shipped: only while its files fit in its share of the block cache, at the second
+    /// merge otherwise; `backend/rocks/repair.rs`).
     pub(crate) repair_at_first_merge: bool,
 }
 

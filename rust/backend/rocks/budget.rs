@@ -76,6 +76,12 @@ impl Drop for Hold {
     }
 }
 
+/// The block cache's bytes per open store (the whole cache while none is open).
+pub(crate) fn cache_share_per_store() -> usize {
+    let open = shared().as_ref().map_or(0, |shared| shared.open_stores);
+    memory::rocksdb_share(memory::memory_limit()) / open.max(1)
+}
+
 /// Sets the process's memory limit; the shared cache and memtable bound follow at once.
 ///
 /// # Errors
