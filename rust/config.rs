@@ -7,6 +7,54 @@
 use crate::error::{Error, Result};
 use crate::ttl::LatestTtl;
 
+/// Thresholds of a store's work below which it does less (reads ahead, reclaims, caches, repairs):
+/// the shipped ones are [`Tuning::default`], which every store opened through the public API
+/// takes. A test that must reach the paths above them in a few rows hands a store others
+/// ([`Tuning::SMALL`], through `VersionedStore::open_tuned` or `in_memory_tuned`), and says so;
+/// every other test runs the shipped ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tuning {
+    /// Rows of a batch put whose latest values are read ahead at once: large enough for the
+    /// sorted read to share blocks, small enough to hold (about 150 bytes a row).
+    pub(crate) read_ahead_rows: usize,
+    /// Reclaimable latest values below which no reclamation is worth a compaction's start
+    /// (docs/semantics.md §2.15).
+    pub(crate) min_reclaim: u64,
+    /// Rows shorter than this are read from RocksDB each time rather than kept in its cache of
+    /// decoded rows: their walk is short, and caching them would spend the budget on rows that
+    /// gain little (`backend/rocks/row_cache.rs`).
+    pub(crate) min_cached_row_bytes: usize,
+    /// Whether a read that merged a row writes it back at its first merge whatever the store's
+    /// size (shipped: only while its files fit in its share of the block cache, at the second
+    /// merge otherwise; `backend/rocks/repair.rs`).
+    pub(crate) repair_at_first_merge: bool,
+}
+
+impl Default for Tuning {
+    /// The shipped thresholds.
+    fn default() -> Self {
+        Self {
+            read_ahead_rows: 65_536,
+            min_reclaim: 256,
+            min_cached_row_bytes: 1024,
+            repair_at_first_merge: false,
+        }
+    }
+}
+
+impl Tuning {
+    /// Thresholds that a few rows cross: batches cross from one read ahead to the next, a
+    /// few expired values start a reclamation, every row is cached and every merged row
+    /// repaired, so that the property suites meet those paths at every step.
+    #[cfg(test)]
+    pub(crate) const SMALL: Self = Self {
+        read_ahead_rows: 3,
+        min_reclaim: 4,
+        min_cached_row_bytes: 1,
+        repair_at_first_merge: true,
+    };
+}
+
 /// History retention and segment interval of a store, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreConfig {

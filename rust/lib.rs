@@ -40,7 +40,6 @@ pub use asof::{
     lookup_stream_rows,
 };
 #[doc(hidden)]
-pub use backend::faults::fail_storage_writes;
 pub use backend::rocks::RocksOptions;
 pub use backend::rocks::budget::{memory_usage, set_memory_limit};
 pub use changelog::{read_changelog, read_changelog_header, verify_changelog};

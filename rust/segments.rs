@@ -8,17 +8,19 @@
 //! after the one holding its valid-to.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-/// Live history segment ids.
+/// Live history segment ids, shared copy-on-write: a clone (the state a transaction may roll
+/// back to, `store/transaction.rs`) allocates nothing, and only a change of the set copies it.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Segments {
-    ids: BTreeSet<i64>,
+    ids: Arc<BTreeSet<i64>>,
 }
 
 impl Segments {
     pub(crate) fn from_ids(ids: impl IntoIterator<Item = i64>) -> Self {
         Self {
-            ids: ids.into_iter().collect(),
+            ids: Arc::new(ids.into_iter().collect()),
         }
     }
 
@@ -35,19 +37,21 @@ impl Segments {
         self.ids.iter().rev().copied()
     }
 
+    /// Adds segment `id`; a write into a live segment (the common case) changes nothing.
     pub(crate) fn insert(&mut self, id: i64) {
-        self.ids.insert(id);
+        if !self.ids.contains(&id) {
+            Arc::make_mut(&mut self.ids).insert(id);
+        }
     }
 
     /// Drops every segment below `lowest_live`; returns the lowest one that was live.
     pub(crate) fn drop_below(&mut self, lowest_live: i64) -> Option<i64> {
-        // Called on every advance of stream time; a split allocates, so only when it drops.
+        // Called on every advance of stream time; a new set allocates, so only when it drops.
         if self.ids.first().is_none_or(|&lowest| lowest >= lowest_live) {
             return None;
         }
-        let kept = self.ids.split_off(&lowest_live);
         let lowest_dropped = self.ids.first().copied();
-        self.ids = kept;
+        self.ids = Arc::new(self.ids.range(lowest_live..).copied().collect());
         lowest_dropped
     }
 

@@ -11,14 +11,12 @@
 //! write-ahead log, defers it: `store/metadata.rs`), so reopening a store gives back exactly the
 //! state of the last write that returned.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::backend::Backend;
-use crate::config::StoreConfig;
+use crate::config::{StoreConfig, Tuning};
 use crate::error::{Error, Result};
 use crate::format::history;
-use crate::latest_cache::LatestCache;
 use crate::memory;
 use crate::overlay::WriteBuffer;
 use crate::read::columns::RecordColumns;
@@ -32,42 +30,34 @@ use crate::view::buffered::BufferedView;
 
 mod expiry;
 mod handoff;
+mod kind;
 mod metadata;
 mod open;
 mod scans;
 mod settle;
 mod transaction;
 
-use metadata::Deferral;
-
-/// Rows of a batch put whose latest values are read ahead at once: large enough for the sorted
-/// read to share blocks, small enough to hold (about 150 bytes a row). A few rows in tests, so
-/// that their batches cross from one read ahead to the next.
-const READ_AHEAD_ROWS: usize = if cfg!(test) { 3 } else { 65_536 };
+use kind::StoreKind;
 
 /// The largest value the row format can hold (value sizes are `i32`).
 pub const MAX_VALUE_LEN: usize = i32::MAX as usize;
 
 /// A versioned key-value store.
 pub struct VersionedStore {
+    /// Dropped first of the fields: the directory's lock (in `kind`) outlives it.
     backend: Box<dyn Backend>,
-    /// Latest-value entries, for persistent stores (see [`crate::latest_cache`]).
-    cache: Option<LatestCache>,
-    /// Accepted writes not yet in RocksDB, for persistent stores without a write-ahead log, and
-    /// for in-memory stores (see [`crate::overlay`]).
-    buffer: Option<WriteBuffer>,
+    /// Logged, unlogged or in memory, with what that kind holds: the directory, its lock and
+    /// the latest-value cache; the write buffer; the deferred metadata's marker
+    /// (`store/kind.rs`).
+    kind: StoreKind,
     state: State,
-    path: Option<PathBuf>,
+    /// The thresholds of its work: the shipped ones but in tests that lower them.
+    tuning: Tuning,
     /// Accepted writes since the last changelog was taken, when recording (see
     /// [`crate::spool`]).
     pub(crate) spool: Option<Spool>,
-    /// Held for the store's lifetime (never read): a second open of the directory fails fast
-    /// with `Error::Locked`, in this process (flock is per open file) or another.
-    lock: Option<File>,
     /// Scans whose threads may still read the backend: ended and awaited on drop.
     scans: OpenScans,
-    /// Whether writes may leave the stream time and key count to a later write (`metadata`).
-    deferral: Deferral,
     /// Why the store refuses every call: a write of its write buffer failed, so it lost writes
     /// it had accepted while its stream time, segments and key count still count them.
     failure: Option<String>,
@@ -87,7 +77,7 @@ impl std::fmt::Debug for VersionedStore {
 /// observed_stream_time=..)`.
 impl std::fmt::Display for VersionedStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.path {
+        match self.kind.path() {
             Some(path) => write!(f, "VersionedStore({:?}, ", path.display().to_string())?,
             None => write!(f, "VersionedStore(in-memory, ")?,
         }
@@ -111,7 +101,7 @@ impl VersionedStore {
     /// # Errors
     /// [`Error::InvalidArgument`] for a persistent store.
     pub fn to_bytes(&mut self) -> Result<Vec<u8>> {
-        if self.path.is_none() {
+        if let StoreKind::Memory { .. } = self.kind {
             self.write_buffer()?;
         }
         let entries = self
@@ -128,18 +118,14 @@ impl VersionedStore {
             let buckets = self.state.latest_buckets.as_ref()?;
             Some(buckets.live_keys())
         });
-        match (&self.cache, count) {
+        match (self.kind.cache(), count) {
             (Some(cache), Some(count)) => cache.warm_for(self.backend.as_ref(), count, rows),
             _ => Ok(()),
         }
     }
 
     fn reader(&self) -> BufferedView<'_> {
-        BufferedView::new(
-            self.backend.as_ref(),
-            self.cache.as_ref(),
-            self.buffer.as_ref(),
-        )
+        BufferedView::new(self.backend.as_ref(), self.kind.cache(), self.kind.buffer())
     }
 
     /// Writes the write buffer, if any, to RocksDB. A failed write leaves the store failed
@@ -147,24 +133,31 @@ impl VersionedStore {
     /// successful write exists nowhere else.
     fn write_buffer(&mut self) -> Result<()> {
         self.check_usable()?;
-        let Some(buffer) = self.buffer.as_mut() else {
-            return Ok(());
+        let stream_time = self.state.stream_time;
+        let (wrote, written) = match &mut self.kind {
+            StoreKind::Logged(_) => return Ok(()),
+            StoreKind::Unlogged { disk, buffer } => {
+                let wrote = !buffer.is_empty();
+                let written =
+                    buffer.write_to(self.backend.as_mut(), Some(&disk.cache), stream_time);
+                if wrote {
+                    memory::return_free_memory();
+                }
+                (false, written)
+            }
+            StoreKind::Memory { buffer } => {
+                let wrote = !buffer.is_empty();
+                (
+                    wrote,
+                    buffer.write_to(self.backend.as_mut(), None, stream_time),
+                )
+            }
         };
-        let wrote = !buffer.is_empty();
-        let written = buffer.write_to(
-            self.backend.as_mut(),
-            self.cache.as_ref(),
-            self.state.stream_time,
-        );
-        if let Err(error) = &written {
-            self.failure = Some(error.to_string());
-        }
-        if wrote && self.path.is_some() {
-            memory::return_free_memory();
-        }
-        if wrote && written.is_ok() && self.path.is_none() {
+        match &written {
+            Err(error) => self.failure = Some(error.to_string()),
             // In memory, what the maps hold is all there is: expired entries go from there.
-            self.note_durable();
+            Ok(()) if wrote => self.note_durable(),
+            Ok(()) => {}
         }
         written
     }
@@ -172,12 +165,12 @@ impl VersionedStore {
     /// Whether the write buffer is due to be written before the next call
     /// ([`WriteBuffer::is_full`]).
     fn buffer_is_full(&self) -> bool {
-        self.buffer.as_ref().is_some_and(WriteBuffer::is_full)
+        self.kind.buffer().is_some_and(WriteBuffer::is_full)
     }
 
     /// Moves the write buffer's charge to the process's pool to what it holds now.
     fn charge_buffer(&mut self) {
-        if let Some(buffer) = self.buffer.as_mut() {
+        if let Some(buffer) = self.kind.buffer_mut() {
             buffer.recharge();
         }
     }
@@ -191,7 +184,7 @@ impl VersionedStore {
         match &self.failure {
             None => Ok(()),
             Some(cause) => Err(Error::Failed {
-                path: self.path.clone().unwrap_or_default(),
+                path: self.kind.path().map(Path::to_owned).unwrap_or_default(),
                 cause: cause.clone(),
             }),
         }
@@ -200,7 +193,7 @@ impl VersionedStore {
     /// The store directory (`None` for an in-memory store).
     #[must_use]
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+        self.kind.path()
     }
 
     /// The store's configuration.
@@ -361,6 +354,7 @@ impl VersionedStore {
             check_write(value, timestamp, Some(index))?;
         }
         self.warm_latest_cache(rows.len())?;
+        let read_ahead = self.tuning.read_ahead_rows;
         let outcomes = self.transaction(|txn| {
             txn.reserve(rows.len());
             let mut newest = txn.state.stream_time;
@@ -371,10 +365,10 @@ impl VersionedStore {
             });
             let mut outcomes = Vec::with_capacity(rows.len());
             for (i, (key, value, ts)) in rows.enumerate() {
-                if i % READ_AHEAD_ROWS == 0 {
+                if i % read_ahead == 0 {
                     // Rows that will push need no read; while pushes are off, every row reads.
                     let skip = txn.pushes_replace_reads();
-                    let window = ahead.by_ref().take(READ_AHEAD_ROWS);
+                    let window = ahead.by_ref().take(read_ahead);
                     let reads = window.filter(|(_, may_push)| !(skip && *may_push));
                     txn.read_latest_ahead(reads.map(|(key, _)| key))?;
                 }
@@ -388,7 +382,7 @@ impl VersionedStore {
 
     /// Ends a batch call's read ahead of latest values (`Txn::read_latest_ahead`).
     pub(crate) fn end_read_ahead(&self) {
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = self.kind.cache() {
             cache.end_read_ahead();
         }
     }
@@ -405,12 +399,13 @@ impl VersionedStore {
             check_write(None, timestamp, Some(index))?;
         }
         self.warm_latest_cache(rows.len())?;
+        let read_ahead = self.tuning.read_ahead_rows;
         let outcomes = self.transaction(|txn| {
             let mut ahead = rows.clone().map(|(key, _)| key);
             let mut outcomes = Vec::with_capacity(rows.len());
             for (i, (key, ts)) in rows.enumerate() {
-                if i % READ_AHEAD_ROWS == 0 {
-                    txn.read_latest_ahead(ahead.by_ref().take(READ_AHEAD_ROWS))?;
+                if i % read_ahead == 0 {
+                    txn.read_latest_ahead(ahead.by_ref().take(read_ahead))?;
                 }
                 outcomes.push(txn.delete(key, ts)?);
             }
@@ -441,11 +436,11 @@ impl VersionedStore {
     /// As [`VersionedStore::flush`].
     pub fn release_memory(&mut self) -> Result<()> {
         self.write_buffer()?;
-        if let Some(buffer) = self.buffer.as_mut() {
+        if let Some(buffer) = self.kind.buffer_mut() {
             buffer.release_room();
             buffer.recharge();
         }
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = self.kind.cache() {
             cache.clear();
         }
         self.backend.release_caches();
@@ -463,8 +458,9 @@ impl VersionedStore {
     pub fn close(mut self) -> Result<()> {
         self.write_buffer()?;
         self.settle_metadata()?;
-        if self.buffer.is_some() {
-            self.backend.flush()?;
+        match self.kind {
+            StoreKind::Logged(_) => {}
+            StoreKind::Unlogged { .. } | StoreKind::Memory { .. } => self.backend.flush()?,
         }
         Ok(())
     }
@@ -490,7 +486,11 @@ impl Drop for VersionedStore {
     fn drop(&mut self) {
         // A failed store writes nothing more: its stream time and key count count lost writes.
         // An in-memory store's maps go with it: writing its buffer to them would be wasted.
-        if self.failure.is_none() && self.path.is_some() {
+        let on_disk = match self.kind {
+            StoreKind::Logged(_) | StoreKind::Unlogged { .. } => true,
+            StoreKind::Memory { .. } => false,
+        };
+        if self.failure.is_none() && on_disk {
             let _ = self.write_buffer();
             let _ = self.settle_metadata();
         }
@@ -499,8 +499,7 @@ impl Drop for VersionedStore {
         // the system when it closes (fields drop after this, backend first): freed after it,
         // the caches' pages would wait in the allocator for a purge that an idle process never
         // runs. The buffer gives its charge back to the process's pool as it goes.
-        self.cache = None;
-        self.buffer = None;
+        self.kind.free_memory();
     }
 }
 pub(crate) fn check_write(value: Option<&[u8]>, timestamp: i64, row: Option<usize>) -> Result<()> {

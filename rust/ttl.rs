@@ -149,9 +149,6 @@ pub(crate) struct LatestBuckets {
     pub(crate) reclaims: u64,
 }
 
-/// Reclaimable entries below which no reclamation is worth a compaction's start.
-const MIN_RECLAIM: u64 = if cfg!(test) { 4 } else { 256 };
-
 impl LatestBuckets {
     /// Keys whose newest value is live, exact to one bucket (a key of a bucket not yet wholly
     /// expired counts).
@@ -216,8 +213,9 @@ impl LatestBuckets {
     }
 
     /// The durable horizon is `horizon`: retired buckets wholly below it become reclaimable.
-    /// Returns whether a reclamation is due (then [`Self::started`] once it has).
-    pub(crate) fn settle(&mut self, ttl: &LatestTtl, horizon: i64) -> bool {
+    /// Returns whether a reclamation is due: as many reclaimable as keys are live, and at least
+    /// `min_reclaim` (`Tuning`); then [`Self::started`] once it has.
+    pub(crate) fn settle(&mut self, ttl: &LatestTtl, horizon: i64, min_reclaim: u64) -> bool {
         let done = self
             .retired
             .iter()
@@ -228,7 +226,7 @@ impl LatestBuckets {
             .drain(..done)
             .map(|(_, count)| count)
             .sum::<u64>();
-        self.reclaimable >= self.live_keys().max(MIN_RECLAIM)
+        self.reclaimable >= self.live_keys().max(min_reclaim)
     }
 
     /// A reclamation started: what was reclaimable is being dropped.
@@ -378,10 +376,10 @@ mod tests {
         assert_eq!(buckets.live_keys(), 2);
         // bucket 0 (2 entries) is reclaimable at horizon 60, buckets 1 and 2 at 70 and 80; a
         // reclamation is due at 4 (the least worth one), then starts from 0 again
-        assert!(!buckets.settle(&ttl, 59));
-        assert!(!buckets.settle(&ttl, 60));
+        assert!(!buckets.settle(&ttl, 59, 4));
+        assert!(!buckets.settle(&ttl, 60, 4));
         assert_eq!(buckets.reclaimable, 2);
-        assert!(buckets.settle(&ttl, 80));
+        assert!(buckets.settle(&ttl, 80, 4));
         buckets.started();
         assert_eq!((buckets.reclaimable, buckets.reclaims), (0, 1));
     }

@@ -20,7 +20,8 @@ NOT_PUT: Final[int]
 """``put()`` result: rejected because older than the grace period (``-(2**63)``)."""
 
 def _fail_storage_writes(after: int | None, under: str | os.PathLike[str] | None = None) -> None:
-    """Test hook: injects storage failures, process-wide.
+    """Test hook, internal: injects storage failures, process-wide (why the shipped extension
+    carries it: ``rust/python/mod.rs``).
 
     After ``after`` more successful storage writes of RocksDB stores whose directory is under
     ``under`` (every store when ``None``; each write batch, memtable flush or checkpoint counts

@@ -25,7 +25,8 @@ from typing import Any
 from verstore._core import read_changelog
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import ROOT, CommitRef
-from verstore.checkpoint.lineage import ColumnLayout, StoreSettings
+from verstore.checkpoint.layouts import ColumnLayout
+from verstore.checkpoint.settings import StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.committed import PARTITION, StoreRef
 from verstore.exceptions import CorruptionError, MissingVersionError

@@ -26,7 +26,7 @@ from verstore.checkpoint.inspect import (
     summarize,
     verify_partition,
 )
-from verstore.checkpoint.lineage import every_partition
+from verstore.checkpoint.settings import every_partition
 from verstore.checkpoint.values import ValueCodec
 from verstore.committed import NEWEST, output_schema, read_partition, reading, resolve
 from verstore.exceptions import VerstoreError

@@ -19,7 +19,8 @@ from typing import Any
 from verstore._core import VersionedStore
 from verstore.checkpoint import CheckpointOptions, LineageFiles, PartitionStore, read_settings
 from verstore.checkpoint.layout import MAX_VERSION, lineages
-from verstore.checkpoint.lineage import ColumnLayout, StoreSettings
+from verstore.checkpoint.layouts import ColumnLayout
+from verstore.checkpoint.settings import StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.exceptions import MissingVersionError
 from verstore.location import Location

@@ -29,7 +29,8 @@ struct Plan {
 /// After `after` more successful storage writes (write batches, flushes and checkpoints of
 /// RocksDB stores whose directory is under `under`, or of every store, each counted once),
 /// makes every later one fail with an I/O error, until called with `after = None`.
-pub fn fail_storage_writes(after: Option<u64>, under: Option<&Path>) {
+#[cfg(any(test, feature = "python"))]
+pub(crate) fn fail_storage_writes(after: Option<u64>, under: Option<&Path>) {
     let mut plan = PLAN.lock().unwrap_or_else(PoisonError::into_inner);
     *plan = after.map(|allowed| Plan {
         under: under.map(Path::to_owned),

@@ -143,7 +143,8 @@ pub(crate) trait Backend: Send {
     /// Sizes for the store's statistics (`crate::stats`).
     fn usage(&self) -> Result<Usage>;
     /// The durable horizon of a store with a latest TTL moved to `horizon`: latest values
-    /// wholly expired below it may be dropped (`crate::ttl`).
+    /// wholly expired below it may be dropped (`crate::ttl`). Called only by the store's
+    /// `move_horizon` (`store/expiry.rs`), with no scan open.
     fn set_reclaim_horizon(&mut self, _horizon: i64) {}
     /// Drops the latest values reclaimable at the durable horizon, in bulk: now when `wait`,
     /// else whenever the backend gets to it. Returns whether it started (not while the last

@@ -23,6 +23,7 @@ use super::snapshot::ScanSource;
 use super::{
     Backend, RowRead, Usage, Visit, VisitEntry, VisitIndexed, VisitRow, VisitUntil, Write, WriteSet,
 };
+use crate::config::Tuning;
 use crate::error::{Error, Result};
 use crate::format::key::LATEST_SEGMENT;
 use crate::format::key::{next_prefix, segment_of, segment_prefix};
@@ -111,6 +112,9 @@ pub(crate) struct RocksBackend {
     repair_options: WriteOptions,
     repairs: repair::Repairs,
     rows: RowCache,
+    /// Whether a read that merged a row writes it back at its first merge whatever the
+    /// store's size (`Tuning`).
+    repair_at_first_merge: bool,
     /// Latest-value entries the merge operator found with a long unsettled history.
     long_histories: Arc<LongHistories>,
     /// The store's hold on the process's block cache; dropped after `db` (fields drop in
@@ -265,7 +269,12 @@ const FILE_OPENING_THREADS: i32 = 2;
 const KEPT_INFO_LOGS: usize = 2;
 
 impl RocksBackend {
-    pub(crate) fn open(path: &Path, options: RocksOptions, ttl: Option<LatestTtl>) -> Result<Self> {
+    pub(crate) fn open(
+        path: &Path,
+        options: RocksOptions,
+        ttl: Option<LatestTtl>,
+        tuning: &Tuning,
+    ) -> Result<Self> {
         let hold = budget::Hold::take();
         let memtable = options
             .write_buffer_bytes
@@ -288,7 +297,11 @@ impl RocksBackend {
             write_options,
             repair_options: repair_write_options(),
             repairs: repair::Repairs::new(),
-            rows: RowCache::new(options.row_cache_bytes.unwrap_or(usize::MAX)),
+            rows: RowCache::new(
+                options.row_cache_bytes.unwrap_or(usize::MAX),
+                tuning.min_cached_row_bytes,
+            ),
+            repair_at_first_merge: tuning.repair_at_first_merge,
             long_histories,
             _budget: hold,
         })
@@ -348,9 +361,9 @@ impl RocksBackend {
     }
 
     /// Whether a read that merged the row at `key` writes it back (`repair.rs`), at every
-    /// merge in tests (so that the property tests meet repaired rows at every step).
+    /// merge with `Tuning::repair_at_first_merge`.
     fn repairs(&self, key: &[u8]) -> bool {
-        cfg!(test) || self.repairs.at_merge(key, || self.fits_in_cache())
+        self.repair_at_first_merge || self.repairs.at_merge(key, || self.fits_in_cache())
     }
 
     /// Whether the store's files fit in its share of the block cache.

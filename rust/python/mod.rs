@@ -82,8 +82,15 @@ fn default_segment_interval_ms(history_retention_ms: i64) -> PyResult<i64> {
 }
 
 /// Test hook: after `after` more storage writes (under `under`), every later one fails.
+///
+/// Internal (the leading underscore; not in the Rust crate's public API). The shipped extension
+/// carries it because the writes it fails are RocksDB's, inside this extension, made by stores
+/// that the checkpoint protocol and Spark's Python workers open deep inside their own steps: a
+/// test reaches them through this process-wide switch only, and a test build with the hook
+/// would test another binary than the one shipped. Unset, a write pays one relaxed atomic load
+/// (`backend/faults.rs`).
 #[pyfunction]
 #[pyo3(signature = (after, under = None))]
 fn _fail_storage_writes(after: Option<u64>, under: Option<std::path::PathBuf>) {
-    crate::fail_storage_writes(after, under.as_deref());
+    crate::backend::faults::fail_storage_writes(after, under.as_deref());
 }

@@ -7,6 +7,7 @@
 //! and the producer reads the next batch while the consumer works on the previous one.
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
@@ -205,6 +206,13 @@ impl OpenScans {
         self.register.lock().running > 0
     }
 
+    /// Proof that no scan reads the store's data now, or `None` while one may.
+    pub(crate) fn none_open(&self) -> Option<NoScanOpen<'_>> {
+        (!self.any_running()).then_some(NoScanOpen {
+            _scans: PhantomData,
+        })
+    }
+
     /// Ends every open scan (their consumers get `Error::Closed`) and waits until every
     /// producer has exited, so that nothing reads the store's data any more.
     pub(crate) fn close(&self) {
@@ -220,6 +228,14 @@ impl OpenScans {
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }
+}
+
+/// That no scan of a store reads its data ([`OpenScans::none_open`]), for as long as it lives: a
+/// scan starts only through the store borrowed mutably, and this borrows the store's register, so
+/// none can start meanwhile (one that ends changes nothing). What must not happen under an open
+/// scan (the TTL horizon's move: `store/expiry.rs`) takes it.
+pub(crate) struct NoScanOpen<'a> {
+    _scans: PhantomData<&'a OpenScans>,
 }
 
 /// Held by a producer thread while it runs; dropping it (also when the thread panics) marks the
@@ -311,6 +327,17 @@ mod tests {
         assert_eq!(thread.join().expect("the producer"), CAPACITY);
         // Closing the store finds nothing running.
         scans.close();
+    }
+
+    #[test]
+    fn no_scan_is_open_only_once_every_producer_exited() {
+        let scans = OpenScans::default();
+        assert!(scans.none_open().is_some());
+        let (pipe, scans, thread) = produce(|pipe| while pipe.send(batch(1)) {});
+        assert!(scans.none_open().is_none());
+        pipe.end_by_consumer();
+        thread.join().expect("the producer");
+        assert!(scans.none_open().is_some());
     }
 
     #[test]

@@ -5,13 +5,23 @@
 //! write-ahead log on, and in memory; without the log, only at a flush or checkpoint, since
 //! memtables without a log die in a crash and the store a crash leaves must not lack an entry
 //! visible at its own stream time. It does not move while a scan is open: RocksDB applies
-//! compaction filters to data that snapshots still see.
+//! compaction filters to data that snapshots still see. [`move_horizon`] is the one way to move
+//! it, and takes the proof that no scan is open ([`NoScanOpen`]).
 
 use super::VersionedStore;
+use super::kind::StoreKind;
+use crate::backend::Backend;
 use crate::error::Result;
 use crate::format::key::LATEST_SEGMENT;
 use crate::format::latest_value;
+use crate::scan::pipe::NoScanOpen;
 use crate::ttl::LatestBuckets;
+
+/// Moves the durable horizon `backend` may drop expired latest values below: with no scan open,
+/// whose snapshot could lose them.
+fn move_horizon(backend: &mut dyn Backend, horizon: i64, _no_scan: &NoScanOpen<'_>) {
+    backend.set_reclaim_horizon(horizon);
+}
 
 impl VersionedStore {
     /// On open: counts the stored latest values into time buckets; the store's state is
@@ -30,14 +40,17 @@ impl VersionedStore {
             })?;
         self.state.latest_buckets = Some(buckets);
         self.state.latest_keys = None;
-        self.backend.set_reclaim_horizon(clock.horizon);
+        // Opening, the store has no scan.
+        if let Some(no_scan) = self.scans.none_open() {
+            move_horizon(self.backend.as_mut(), clock.horizon, &no_scan);
+        }
         Ok(())
     }
 
     /// A saved write buffer was loaded: its latest values replace the stored ones counted at
     /// the open.
     pub(super) fn count_buffered_latest(&mut self) -> Result<()> {
-        let Some(buffer) = &self.buffer else {
+        let Some(buffer) = self.kind.buffer() else {
             return Ok(());
         };
         if self.state.latest_buckets.is_none() {
@@ -62,8 +75,9 @@ impl VersionedStore {
     /// durable horizon moves with it. (Without it, a flush or checkpoint moves it; in memory,
     /// the write of the write buffer to the maps.)
     pub(super) fn after_write(&mut self) {
-        if self.path.is_some() && self.buffer.is_none() {
-            self.note_durable();
+        match self.kind {
+            StoreKind::Logged(_) => self.note_durable(),
+            StoreKind::Unlogged { .. } | StoreKind::Memory { .. } => {}
         }
     }
 
@@ -78,11 +92,12 @@ impl VersionedStore {
         ) else {
             return;
         };
-        if self.scans.any_running() {
+        let Some(no_scan) = self.scans.none_open() else {
             return;
-        }
-        self.backend.set_reclaim_horizon(horizon);
-        if buckets.settle(&ttl, horizon) && self.backend.reclaim_latest(false) {
+        };
+        move_horizon(self.backend.as_mut(), horizon, &no_scan);
+        let min = self.tuning.min_reclaim;
+        if buckets.settle(&ttl, horizon, min) && self.backend.reclaim_latest(false) {
             buckets.started();
         }
     }
@@ -101,18 +116,18 @@ impl VersionedStore {
         let Some(ttl) = self.state.config.latest_ttl() else {
             return Ok(());
         };
-        match (&self.path, &self.buffer) {
-            (Some(_), Some(_)) => self.flush()?,
-            (None, Some(_)) => self.write_buffer()?,
-            _ => {}
+        match self.kind {
+            StoreKind::Logged(_) => {}
+            StoreKind::Unlogged { .. } => self.flush()?,
+            StoreKind::Memory { .. } => self.write_buffer()?,
         }
-        if self.scans.any_running() {
+        let Some(no_scan) = self.scans.none_open() else {
             return Ok(());
-        }
+        };
         let horizon = self.state.clock().horizon;
-        self.backend.set_reclaim_horizon(horizon);
+        move_horizon(self.backend.as_mut(), horizon, &no_scan);
         if let Some(buckets) = self.state.latest_buckets.as_mut() {
-            buckets.settle(&ttl, horizon);
+            buckets.settle(&ttl, horizon, self.tuning.min_reclaim);
             buckets.started();
         }
         self.backend.reclaim_latest(true);

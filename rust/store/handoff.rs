@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::VersionedStore;
+use super::kind::StoreKind;
 use crate::error::{Error, Result};
 use crate::overlay::{PendingWrites, SavedBuffer};
 
@@ -22,8 +23,8 @@ impl VersionedStore {
     /// write-ahead log); [`Error::Failed`] for a failed store; storage and i/o errors.
     pub fn close_keeping_buffer(mut self, path: &Path) -> Result<SavedBuffer> {
         self.check_usable()?;
-        let pending = match self.buffer.as_mut() {
-            Some(buffer) if self.path.is_some() && buffer.can_save() => buffer.take_pending(),
+        let pending = match &mut self.kind {
+            StoreKind::Unlogged { buffer, .. } if buffer.can_save() => buffer.take_pending(),
             _ => return Err(no_buffer()),
         };
         let saved = self
@@ -32,7 +33,7 @@ impl VersionedStore {
             .and_then(|()| self.backend.flush())
             .and_then(|()| pending.save(path));
         if saved.is_err() {
-            if let Some(buffer) = self.buffer.as_mut() {
+            if let StoreKind::Unlogged { buffer, .. } = &mut self.kind {
                 buffer.restore_pending(pending); // dropping the store writes them
             }
             return saved;
@@ -56,7 +57,7 @@ impl VersionedStore {
     /// holds writes; i/o errors.
     pub fn load_buffer(&mut self, path: &Path, expected: SavedBuffer) -> Result<()> {
         self.check_usable()?;
-        let bound = match self.buffer.as_ref() {
+        let bound = match self.kind.buffer() {
             Some(buffer) if buffer.can_save() && buffer.is_empty() => buffer.bound(),
             Some(_) => {
                 return Err(Error::invalid(
@@ -70,7 +71,7 @@ impl VersionedStore {
         // recorded far beyond that is not one it saved (and would be read whole into memory).
         let limit = u64::try_from(bound).unwrap_or(u64::MAX);
         let writes = PendingWrites::load(path, expected, limit.saturating_mul(4).max(1 << 30))?;
-        let Some(buffer) = self.buffer.as_mut() else {
+        let Some(buffer) = self.kind.buffer_mut() else {
             return Err(no_buffer());
         };
         buffer.restore_pending(writes);

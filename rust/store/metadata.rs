@@ -31,55 +31,44 @@
 //! buffer write) and in-memory stores never defer.
 
 use super::VersionedStore;
+use super::kind::{Logged, StoreKind};
 use crate::backend::{Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
 use crate::format::{latest_value, meta, read_i64};
 use crate::overlay::Overlay;
+use crate::state::State;
 
-/// Whether a store's writes record its stream time and key count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Deferral {
-    /// Every write records what it changed.
-    Never,
-    /// Writes leave them out while `marked` (the marker is stored); settling records them.
-    Allowed { marked: bool },
+impl Logged {
+    /// Prepares a write: leaves the metadata out when the marker is stored, or adds the marker
+    /// to the first write that changes the metadata (which records it exactly). Returns whether
+    /// the marker is in `writes` (the caller notes it, [`Logged::marked`], once the write
+    /// succeeded).
+    pub(super) fn defer_metadata_of(&self, writes: &mut Overlay) -> bool {
+        if self.marked {
+            writes.defer_metadata();
+            return false;
+        }
+        let changes = writes.changes_metadata();
+        if changes {
+            writes.write_metadata(meta::METADATA_DEFERRED_KEY, Some(Vec::new()));
+        }
+        changes
+    }
 }
 
 impl VersionedStore {
-    /// Prepares a write of the write-ahead-log path: leaves the metadata out when the marker is
-    /// stored, or adds the marker to the first write that changes the metadata (which records
-    /// it exactly). Returns whether the marker is in `writes` (the caller notes it once the
-    /// write succeeded).
-    pub(super) fn defer_metadata_of(&self, writes: &mut Overlay) -> bool {
-        match self.deferral {
-            Deferral::Never => false,
-            Deferral::Allowed { marked: true } => {
-                writes.defer_metadata();
-                false
-            }
-            Deferral::Allowed { marked: false } => {
-                let changes = writes.changes_metadata();
-                if changes {
-                    writes.write_metadata(meta::METADATA_DEFERRED_KEY, Some(Vec::new()));
-                }
-                changes
-            }
-        }
-    }
-
-    /// Notes that the marker is stored (after the write holding it succeeded).
-    pub(super) fn note_marked(&mut self) {
-        self.deferral = Deferral::Allowed { marked: true };
-    }
-
-    /// Records the stream time and the key count and removes the marker, when deferred.
+    /// Records the stream time and the key count and removes the marker, when deferred (only a
+    /// store with a write-ahead log defers).
     pub(super) fn settle_metadata(&mut self) -> Result<()> {
-        if self.deferral != (Deferral::Allowed { marked: true }) {
+        let StoreKind::Logged(logged) = &mut self.kind else {
+            return Ok(());
+        };
+        if !logged.marked {
             return Ok(());
         }
-        self.backend.write(&mut self.metadata_write())?;
-        self.deferral = Deferral::Allowed { marked: false };
+        self.backend.write(&mut metadata_write(&self.state))?;
+        logged.marked = false;
         Ok(())
     }
 
@@ -111,34 +100,36 @@ impl VersionedStore {
         // Every entry counted: exact, whatever read-free puts left uncounted.
         self.state.latest_keys = Some(count);
         self.state.unsettled_puts = 0;
-        self.backend.write(&mut self.metadata_write())
-    }
-
-    /// The write that records the stream time and the key count and removes the marker.
-    fn metadata_write(&self) -> WriteSet {
-        let mut writes = vec![(
-            storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
-            Write::Put(meta::encode_stream_time(self.state.stream_time)),
-        )];
-        if let Some(counts) = self.state.key_counts() {
-            writes.push((
-                storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY),
-                Write::Put(meta::encode_key_counts(counts)),
-            ));
-        }
-        writes.push((
-            storage_key(META_SEGMENT, meta::METADATA_DEFERRED_KEY),
-            Write::Delete,
-        ));
-        WriteSet {
-            drop_segments: None,
-            writes,
-        }
+        self.backend.write(&mut metadata_write(&self.state))
     }
 
     /// Drops the store as a crash after its last write would leave it: without settling.
     #[cfg(test)]
     pub(crate) fn abandon(mut self) {
-        self.deferral = Deferral::Never;
+        if let StoreKind::Logged(logged) = &mut self.kind {
+            logged.marked = false;
+        }
+    }
+}
+
+/// The write that records the stream time and the key count of `state` and removes the marker.
+fn metadata_write(state: &State) -> WriteSet {
+    let mut writes = vec![(
+        storage_key(META_SEGMENT, meta::STREAM_TIME_KEY),
+        Write::Put(meta::encode_stream_time(state.stream_time)),
+    )];
+    if let Some(counts) = state.key_counts() {
+        writes.push((
+            storage_key(META_SEGMENT, meta::LATEST_KEYS_KEY),
+            Write::Put(meta::encode_key_counts(counts)),
+        ));
+    }
+    writes.push((
+        storage_key(META_SEGMENT, meta::METADATA_DEFERRED_KEY),
+        Write::Delete,
+    ));
+    WriteSet {
+        drop_segments: None,
+        writes,
     }
 }

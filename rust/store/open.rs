@@ -3,14 +3,14 @@
 //! configuration are checked, and the in-memory state is loaded from storage.
 
 use std::fs::{File, TryLockError};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::VersionedStore;
-use super::metadata::Deferral;
+use super::kind::{Disk, Logged, StoreKind};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::rocks::{RocksBackend, RocksOptions};
 use crate::backend::{Backend, Write, WriteSet};
-use crate::config::StoreConfig;
+use crate::config::{StoreConfig, Tuning};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, StorageKey, storage_key};
 use crate::format::{history, meta};
@@ -47,6 +47,16 @@ impl VersionedStore {
         config: StoreConfig,
         options: RocksOptions,
     ) -> Result<Self> {
+        Self::open_tuned(path, config, options, Tuning::default())
+    }
+
+    /// [`VersionedStore::open_with`] with other thresholds than the shipped ones (tests).
+    pub(crate) fn open_tuned(
+        path: impl AsRef<Path>,
+        config: StoreConfig,
+        options: RocksOptions,
+        tuning: Tuning,
+    ) -> Result<Self> {
         let path = path.as_ref();
         let io = |source| Error::Io {
             path: path.to_owned(),
@@ -68,24 +78,25 @@ impl VersionedStore {
             }
             Err(TryLockError::Error(source)) => return Err(io(source)),
         }
-        let backend = RocksBackend::open(path, options, config.latest_ttl())?;
-        let mut store = Self::from_backend(Box::new(backend), config, Some(path.to_owned()))?;
-        store.lock = Some(lock);
+        let backend = RocksBackend::open(path, options, config.latest_ttl(), &tuning)?;
+        let empty = backend.is_empty_of(LATEST_SEGMENT)?;
+        let cache = LatestCache::new(options.latest_cache_bytes.unwrap_or(usize::MAX), empty);
+        let disk = Disk::new(path.to_owned(), lock, cache);
+        let kind = if options.wal {
+            StoreKind::Logged(Logged {
+                disk,
+                marked: false,
+            })
+        } else {
+            let buffer = WriteBuffer::new(options.buffer_bytes.unwrap_or(usize::MAX));
+            StoreKind::Unlogged { disk, buffer }
+        };
+        let mut store = Self::from_backend(kind, Box::new(backend), config, tuning)?;
         store.recover_metadata()?;
-        let empty = store.backend.is_empty_of(LATEST_SEGMENT)?;
-        store.cache = Some(LatestCache::new(
-            options.latest_cache_bytes.unwrap_or(usize::MAX),
-            empty,
-        ));
         if config.latest_ttl().is_some() {
             store.load_latest_buckets()?;
         } else {
             store.load_latest_keys()?;
-        }
-        if options.wal {
-            store.deferral = Deferral::Allowed { marked: false };
-        } else {
-            store.buffer = Some(WriteBuffer::new(options.buffer_bytes.unwrap_or(usize::MAX)));
         }
         store.settle_for_latest_ttl()?;
         Ok(store)
@@ -99,22 +110,24 @@ impl VersionedStore {
     /// then in the maps, and write it into both (a quarter of a batch put's time).
     #[must_use]
     pub fn in_memory(config: StoreConfig) -> Self {
+        Self::in_memory_tuned(config, Tuning::default())
+    }
+
+    /// [`VersionedStore::in_memory`] with other thresholds than the shipped ones (tests).
+    pub(crate) fn in_memory_tuned(config: StoreConfig, tuning: Tuning) -> Self {
         let mut backend = MemoryBackend::default().with_latest_ttl(config.latest_ttl());
         // A fresh map cannot fail to initialise.
         let _ = backend.write(&mut initial_metadata(config));
         Self {
             backend: Box::new(backend),
-            cache: None,
-            buffer: Some(WriteBuffer::new(MEMORY_BUFFER_BYTES)),
+            kind: memory_kind(),
             state: State {
                 latest_buckets: config.latest_ttl().map(|_| LatestBuckets::default()),
                 ..State::loaded(config, -1, Segments::default(), 0)
             },
-            path: None,
+            tuning,
             spool: None,
-            lock: None,
             scans: OpenScans::default(),
-            deferral: Deferral::Never,
             failure: None,
         }
     }
@@ -130,35 +143,43 @@ impl VersionedStore {
         let backend =
             MemoryBackend::from_entries(entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())))
                 .with_latest_ttl(config.latest_ttl());
-        let mut store = Self::from_backend(Box::new(backend), config, None)?;
-        store.buffer = Some(WriteBuffer::new(MEMORY_BUFFER_BYTES));
+        let kind = memory_kind();
+        let mut store = Self::from_backend(kind, Box::new(backend), config, Tuning::default())?;
         store.load_latest_buckets()?;
         Ok(store)
     }
 
+    /// A store of `kind` on `backend`, its metadata written or checked and its state loaded.
+    /// Dropped on a later step's failure, it writes nothing: its write buffer is empty and no
+    /// marker is noted. (`kind` first: parameters drop last first, so a failure here closes
+    /// the backend before it releases the directory's lock.)
     fn from_backend(
+        kind: StoreKind,
         mut backend: Box<dyn Backend>,
         config: StoreConfig,
-        path: Option<PathBuf>,
+        tuning: Tuning,
     ) -> Result<Self> {
         prepare_metadata(
             backend.as_mut(),
             config,
-            path.as_deref().unwrap_or(Path::new("")),
+            kind.path().unwrap_or(Path::new("")),
         )?;
         let state = load_state(backend.as_ref(), config)?;
         Ok(Self {
             backend,
-            cache: None,
-            buffer: None,
+            kind,
             state,
-            path,
+            tuning,
             spool: None,
-            lock: None,
             scans: OpenScans::default(),
-            deferral: Deferral::Never,
             failure: None,
         })
+    }
+}
+
+fn memory_kind() -> StoreKind {
+    StoreKind::Memory {
+        buffer: WriteBuffer::new(MEMORY_BUFFER_BYTES),
     }
 }
 

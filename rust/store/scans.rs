@@ -1,6 +1,7 @@
 //! Reads of a whole store: scans (`crate::scan`) and statistics (`crate::stats`).
 
 use super::VersionedStore;
+use super::kind::StoreKind;
 use crate::backend::{Write, WriteSet};
 use crate::error::{Error, Result};
 use crate::format::key::{LATEST_SEGMENT, META_SEGMENT, storage_key};
@@ -75,14 +76,14 @@ impl VersionedStore {
     /// Storage errors reading RocksDB's properties or the directory.
     pub fn stats(&mut self) -> Result<StoreStats> {
         self.check_usable()?;
-        if self.path.is_none() {
+        if let StoreKind::Memory { .. } = self.kind {
             self.write_buffer()?;
         }
         Ok(StoreStats::new(
             self.backend.usage()?,
             self.state.key_counts(),
             self.state.segments.len(),
-            self.buffer.as_ref().map_or(0, WriteBuffer::bytes),
+            self.kind.buffer().map_or(0, WriteBuffer::bytes),
             self.state.stream_time,
         )
         .with_latest_buckets(self.state.latest_buckets.as_ref()))

@@ -12,6 +12,7 @@
 //!   existing one, so they leave it uncounted).
 
 use super::VersionedStore;
+use super::kind::StoreKind;
 use crate::error::Result;
 use crate::format::key::{LATEST_SEGMENT, PREFIX_LEN};
 use crate::format::{latest_value, meta};
@@ -39,7 +40,7 @@ impl VersionedStore {
     /// [`Error::Corrupt`](crate::Error::Corrupt) for an entry that does not decode.
     pub fn settle(&mut self) -> Result<()> {
         self.check_usable()?;
-        if self.path.is_none() {
+        if let StoreKind::Memory { .. } = self.kind {
             return Ok(()); // in memory nothing is pushed, and the maps count exactly
         }
         self.write_buffer()?;

@@ -1,6 +1,7 @@
 //! Running a call as one transaction: on the write buffer, or written to storage at its end.
 
 use super::VersionedStore;
+use super::kind::StoreKind;
 use crate::error::Result;
 use crate::format::key::PREFIX_LEN;
 use crate::memory;
@@ -29,6 +30,8 @@ impl VersionedStore {
             }
             work(txn)
         };
+        // What a failed call restores. Cheap: the segment set is shared until the call changes
+        // it (`Segments`); only a latest TTL's buckets, a few counts, are copied.
         let before = self.state.clone();
         let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
         let ran = std::panic::catch_unwind(run);
@@ -64,28 +67,29 @@ impl VersionedStore {
         if self.buffer_is_full() {
             self.write_buffer()?;
         }
-        let Some(buffer) = &mut self.buffer else {
-            let reader = BufferedView::new(self.backend.as_ref(), self.cache.as_ref(), None);
-            let mut txn = Txn::begin(reader, &mut self.state);
-            txn.log = self.spool.is_some().then(Log::default);
-            let value = work(&mut txn)?;
-            let (mut writes, log) = txn.finish();
-            let marks = self.defer_metadata_of(&mut writes);
-            writes.write_to(
-                self.backend.as_mut(),
-                self.cache.as_ref(),
-                self.state.stream_time,
-            )?;
-            if marks {
-                self.note_marked();
+        let log = self.spool.is_some().then(Log::default);
+        let (cache, buffer) = match &mut self.kind {
+            StoreKind::Logged(logged) => {
+                let reader =
+                    BufferedView::new(self.backend.as_ref(), Some(&logged.disk.cache), None);
+                let mut txn = Txn::begin(reader, &mut self.state);
+                txn.log = log;
+                let value = work(&mut txn)?;
+                let (mut writes, log) = txn.finish();
+                let marks = logged.defer_metadata_of(&mut writes);
+                let cache = Some(&logged.disk.cache);
+                writes.write_to(self.backend.as_mut(), cache, self.state.stream_time)?;
+                logged.marked |= marks;
+                self.record(log.as_ref());
+                return Ok(value);
             }
-            self.record(log.as_ref());
-            return Ok(value);
+            StoreKind::Unlogged { disk, buffer } => (Some(&disk.cache), buffer),
+            StoreKind::Memory { buffer } => (None, buffer),
         };
         // The transaction runs on the buffer itself, so its reads go straight to storage.
-        let reader = BufferedView::new(self.backend.as_ref(), self.cache.as_ref(), None);
+        let reader = BufferedView::new(self.backend.as_ref(), cache, None);
         let mut txn = Txn::begin_on(reader, &mut self.state, buffer);
-        txn.log = self.spool.is_some().then(Log::default);
+        txn.log = log;
         let value = work(&mut txn);
         let log = txn.finish_on_buffer(value.is_ok());
         let value = value?;

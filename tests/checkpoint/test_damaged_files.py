@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import verstore
-from verstore.checkpoint import CommitRef, Manifest, decode_manifest, lineage
+from verstore.checkpoint import CommitRef, Manifest, decode_manifest, settings
 from verstore.checkpoint.uploads import ManifestFile
 
 pytest.register_assert_rewrite("checkpoint_helpers")
@@ -184,7 +184,7 @@ def test_a_damaged_snapshot_file_raises_corruption_naming_it(
 @pytest.fixture
 def new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget the lineage settings this process verified (a new process reads them again)."""
-    monkeypatch.setattr(lineage, "_verified", {})
+    monkeypatch.setattr(settings, "_verified", {})
 
 
 def test_damaged_meta_raises_corruption(

@@ -32,7 +32,7 @@ SETS = sorted(Path(__file__).parents[1].joinpath("golden").glob("verstore-*"))
 def test_the_formats_this_build_writes_have_a_golden_set() -> None:
     from verstore._core import TUPLE_ENCODING
     from verstore.checkpoint.layout import FORMAT_VERSION
-    from verstore.checkpoint.lineage import META_FORMAT_WITH_TTL
+    from verstore.checkpoint.settings import META_FORMAT_WITH_TTL
 
     written = set()
     for s in SETS:

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 import verstore
-from verstore.checkpoint import CheckpointOptions, PartitionStore, cleanup, lineage
+from verstore.checkpoint import CheckpointOptions, PartitionStore, cleanup, settings
 from verstore.cli import main
 from verstore.exceptions import FencedError
 
@@ -140,7 +140,7 @@ def case(template: tuple[Path, Reference], tmp_path: Path, monkeypatch: pytest.M
     systmp = tmp_path / "systmp"
     systmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(systmp))
-    monkeypatch.setattr(lineage, "_verified", {})  # a new process: settings are read again
+    monkeypatch.setattr(settings, "_verified", {})  # a new process: settings are read again
     return Case(
         tmp_path, sentinel, work, systmp, Target("local", str(work / "checkpoint"), None, work), ref
     )

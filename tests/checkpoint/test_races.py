@@ -31,8 +31,8 @@ from verstore.checkpoint import CheckpointOptions, CommitRef, PartitionStore, fa
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.inspect import verify_partition
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import read_settings
 from verstore.checkpoint.maintenance import cleanup
+from verstore.checkpoint.settings import read_settings
 from verstore.location import Location
 
 pytest.register_assert_rewrite("checkpoint_helpers")

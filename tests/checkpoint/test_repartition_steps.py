@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 import verstore
+from repartition_helpers import run_in_process
 from verstore.checkpoint import PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import read_settings, record_path
+from verstore.checkpoint.partitionings import record_path
+from verstore.checkpoint.settings import read_settings
 from verstore.location import Location
 
 RETENTION = 500
@@ -91,7 +93,7 @@ def repartition(root: Path, version: int, n: int) -> steps.Plan:
     location = Location.resolve(str(root))
     plan = steps.plan(location, STORE, LINEAGE, version, n)
     assert plan is not None
-    steps.run_in_process(location, plan, route, str(root.parent / "scratch"))
+    run_in_process(location, plan, route, str(root.parent / "scratch"))
     return plan
 
 
@@ -309,7 +311,7 @@ def test_a_query_that_ran_on_during_the_repartition_stops_the_publish(tmp_path: 
 
 
 def test_a_partitioning_record_is_created_once(tmp_path: Path) -> None:
-    from verstore.checkpoint.lineage import publish
+    from verstore.checkpoint.partitionings import publish
 
     root = tmp_path / "root"
     run_batches(root, writes(seed=10, batches=2), 0, 2)

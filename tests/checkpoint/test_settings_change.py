@@ -22,10 +22,12 @@ from typing import Any
 
 import pytest
 import verstore
+from repartition_helpers import run_in_process
 from verstore.checkpoint import PartitionStore, faults
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import StoreConfig, read_settings, record_path
+from verstore.checkpoint.partitionings import StoreConfig, record_path
+from verstore.checkpoint.settings import read_settings
 from verstore.location import Location
 
 STORE, LINEAGE, N = "readings", "q1", 2
@@ -79,7 +81,7 @@ def change(root: Path, version: int, config: StoreConfig) -> steps.Plan:
     location = Location.resolve(str(root))
     plan = steps.plan(location, STORE, LINEAGE, version, config=config)
     assert plan is not None
-    steps.run_in_process(location, plan, route, str(root.parent / f"scratch-{root.name}"))
+    run_in_process(location, plan, route, str(root.parent / f"scratch-{root.name}"))
     return plan
 
 

@@ -41,11 +41,12 @@ import verstore
 from hypothesis import HealthCheck, event, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from repartition_helpers import run_in_process
 from verstore._core import TUPLE_ENCODING, encode_rows
 from verstore.changes import partitions_of_changes, read_changes
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint import repartition as steps
-from verstore.checkpoint.lineage import ColumnLayout
+from verstore.checkpoint.layouts import ColumnLayout
 from verstore.checkpoint.values import ValueCodec
 from verstore.committed import read_partition, resolve
 from verstore.exceptions import FencedError, IncompatibleConfigError
@@ -294,7 +295,7 @@ class Simulation(RuleBasedStateMachine):
         plan = steps.plan(self.location, STORE, LINEAGE, self.batch, count)
         if plan is None:
             return False
-        steps.run_in_process(self.location, plan, route, str(self.dir / "scratch"))
+        run_in_process(self.location, plan, route, str(self.dir / "scratch"))
         return True
 
     @rule()

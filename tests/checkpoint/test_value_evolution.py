@@ -1,4 +1,4 @@
-"""Value schema evolution (``verstore.checkpoint.lineage``, ``.values``): a lineage reopened with
+"""Value schema evolution (``verstore.checkpoint.layouts``, ``.values``): a lineage reopened with
 added, dropped or widened value columns keeps every stored version readable, through reopen,
 rebuild, the reader, the change feed and the CLI; key changes and narrowing stay refused with
 both schemas named; the evolution files are hostile input."""

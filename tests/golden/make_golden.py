@@ -374,10 +374,13 @@ def move(root: Path, scratch: Path, version: int, count: int) -> None:
     from verstore.checkpoint import repartition as steps
     from verstore.location import Location
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checkpoint"))
+    from repartition_helpers import run_in_process
+
     location = Location.resolve(str(root))
     plan = steps.plan(location, "moved", LINEAGE, version, count)
     assert plan is not None
-    steps.run_in_process(location, plan, moved_route, str(scratch))
+    run_in_process(location, plan, moved_route, str(scratch))
 
 
 def write_moved(root: Path, scratch: Path) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import verstore.spark
-from verstore.spark._runtime import FAIL_AFTER_COMMIT
+from verstore.spark._faults import FAIL_AFTER_COMMIT
 
 pytest.register_assert_rewrite("streams", "checkpoint_helpers")
 from checkpoint_helpers import cut_in_half, largest_file  # noqa: E402 (as below)

@@ -25,7 +25,7 @@ from verstore.spark import (
     load_history,
     save_history,
 )
-from verstore.spark._runtime import FAIL_AFTER_COMMIT
+from verstore.spark._faults import FAIL_AFTER_COMMIT
 
 pytest.register_assert_rewrite("streams", "table_streams")
 from pyspark import cloudpickle  # noqa: E402

@@ -21,7 +21,8 @@ from verstore._core import TUPLE_ENCODING
 from verstore.checkpoint import ColumnLayout, StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import latest_by_timestamp, versioned_table_join
-from verstore.spark._runtime import FAIL_AFTER_COMMIT, PartitionContext
+from verstore.spark._faults import FAIL_AFTER_COMMIT
+from verstore.spark._runtime import PartitionContext
 from verstore.spark._spill import SpillArea
 
 pytest.register_assert_rewrite("streams", "table_streams")

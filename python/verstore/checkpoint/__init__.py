@@ -33,7 +33,11 @@ Records, bottom first:
 * ``faults``: the protocol's named steps, where tests inject crashes;
 * ``layout``: the durable tree, its names, one listing of a partition, bounded record reads;
 * ``session``: :class:`CheckpointOptions`, and what an open and a commit report back;
-* ``lineage``: a lineage's settings, value layouts and partitionings, checked on every open;
+* ``partitionings``: a lineage's partitionings, the one it started with and each one a
+  repartition published;
+* ``layouts``: column layouts and their evolutions;
+* ``settings``: a lineage's settings (``_meta.json``), with its layouts and partitionings,
+  checked on every open;
 * ``values``: stored values read across the value layouts of a lineage;
 * ``chain``: a partition's version graph and the rule that picks the winning chain;
 * ``uploads``: uploaded files and the records that name them (manifests, claims,
@@ -51,9 +55,10 @@ Steps and the store:
 """
 
 from verstore.checkpoint.layout import ROOT, CommitRef, LineageFiles, PartitionFiles, lineages
-from verstore.checkpoint.lineage import ColumnLayout, StoreSettings, read_settings
+from verstore.checkpoint.layouts import ColumnLayout
 from verstore.checkpoint.maintenance import cleanup
 from verstore.checkpoint.session import CheckpointOptions, CommitStats, Deferred, OpenStats
+from verstore.checkpoint.settings import StoreSettings, read_settings
 from verstore.checkpoint.store import PartitionStore
 from verstore.checkpoint.uploads import Manifest, decode_manifest, file_crc32
 from verstore.location import Location

@@ -18,7 +18,7 @@ import os
 import posixpath
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -44,7 +44,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 CLAIM_SUFFIX = ".claim"
 #: The start of a cleanup's list of uploads it is about to delete (``uploads.py``).
 RETIRING_PREFIX = "_retiring-"
-#: The start of a repartition's mark in a partition directory (``lineage.py``).
+#: The start of a repartition's mark in a partition directory (``partitionings.py``).
 REPARTITION_MARK = "_repartitioning-"
 
 _VERSION = r"(0|[1-9][0-9]{0,18})"
@@ -105,7 +105,7 @@ class Listing:
     retirements: list[str] = field(default_factory=list)
     temporaries: list[Any] = field(default_factory=list)
     others: list[Any] = field(default_factory=list)
-    #: Whether a repartition left its mark here (``lineage.py``).
+    #: Whether a repartition left its mark here (``partitionings.py``).
     repartitioning: bool = False
 
 
@@ -313,6 +313,29 @@ def read_record(location: Location, path: str, limit: int, what: str) -> Any:
         raise CorruptionError(f"corrupt data in {location.describe(path)}: not JSON") from None
 
 
+def read_numbered(
+    files: LineageFiles,
+    path_of: Callable[[LineageFiles, int], str],
+    limit: int,
+    what: str,
+    most: int,
+) -> Iterator[tuple[int, str, Any]]:
+    """``(id, file name, JSON)`` of the records numbered 1, 2, ... until one is missing: a
+    lineage's records written once each, one id after the other.
+
+    Raises:
+        CorruptionError: A record is too large or not JSON, or there are over ``most``.
+    """
+    for record_id in range(1, most + 1):
+        path = path_of(files, record_id)
+        try:
+            obj = read_record(files.location, path, limit, f"a {what}")
+        except FileNotFoundError:
+            return
+        yield record_id, files.location.describe(path), obj
+    raise CorruptionError(f"{files.location.describe(files.dir)} holds over {most} {what}s")
+
+
 __all__ = [
     "FORMAT_VERSION",
     "NO_ATTEMPT",
@@ -326,5 +349,6 @@ __all__ = [
     "lineages",
     "new_attempt",
     "read_limited",
+    "read_numbered",
     "read_record",
 ]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,17 +39,10 @@ from typing import Any
 from verstore.checkpoint import faults
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import (
-    Partitioning,
-    StoreConfig,
-    StoreSettings,
-    check_or_create,
-    mark,
-    new_dir,
-    read_settings,
-)
-from verstore.checkpoint.lineage import publish as write_record
+from verstore.checkpoint.partitionings import Partitioning, StoreConfig, mark, new_dir
+from verstore.checkpoint.partitionings import publish as write_record
 from verstore.checkpoint.session import CheckpointOptions
+from verstore.checkpoint.settings import StoreSettings, check_or_create, read_settings
 from verstore.checkpoint.store import PartitionStore
 from verstore.exceptions import IncompatibleConfigError, MissingVersionError
 from verstore.location import Location
@@ -303,36 +296,6 @@ def publish(location: Location, plan: Plan) -> StoreSettings:
             f"{plan.target.id} at the same time; its partitioning is the one in force"
         )
     return settings
-
-
-def run_in_process(
-    location: Location,
-    plan: Plan,
-    route: Callable[[bytes, int], int],
-    local_dir: str,
-) -> StoreSettings:
-    """Steps 2 to 5 in this process, each key routed to ``route(stored key bytes, count)``:
-    for a store whose keys' partition is the caller's (the Spark job routes by Spark's hash
-    instead), and small stores. Holds every version of the store in memory."""
-    import pyarrow as pa
-
-    count = plan.target.num_partitions or 0
-    mark_sources(location, plan)
-    routed: dict[int, list[tuple[Any, ...]]] = {p: [] for p in range(count)}
-    for p in plan.source.partitions(plan.files(location)):
-        with read_source(location, plan, p, local_dir) as (stream_time, scan):
-            for batch in scan:
-                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
-                    routed[route(row[0], count)].append((*row, stream_time))
-    types = [pa.binary(), pa.binary(), pa.int64(), pa.int64()]
-    for p, rows in routed.items():
-        rows.sort(key=write_order)
-        table = pa.table(
-            [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)],
-            names=["key", "value", "timestamp", "stream_time"],
-        )
-        write_target(location, plan, p, local_dir, table.to_batches())
-    return publish(location, plan)
 
 
 def _check_sources_still(location: Location, plan: Plan) -> None:

@@ -32,15 +32,10 @@ from verstore.checkpoint.layout import (
     Listing,
     PartitionFiles,
 )
-from verstore.checkpoint.lineage import (
-    ColumnLayout,
-    Partitioning,
-    StoreConfig,
-    StoreSettings,
-    check_or_create,
-)
+from verstore.checkpoint.layouts import ColumnLayout
 from verstore.checkpoint.local import READER_MARK, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.maintenance import AfterCommit, after_commit, snapshot_due
+from verstore.checkpoint.partitionings import Partitioning, StoreConfig
 from verstore.checkpoint.restore import (
     check_not_behind_local,
     commits_to_catch_up,
@@ -54,6 +49,7 @@ from verstore.checkpoint.session import (
     OpenStats,
     Progress,
 )
+from verstore.checkpoint.settings import StoreSettings, check_or_create
 from verstore.exceptions import (
     CorruptionError,
     FencedError,

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from verstore.checkpoint.lineage import EVOLVED_MARK, StoreSettings
+from verstore.checkpoint.layouts import EVOLVED_MARK
+from verstore.checkpoint.settings import StoreSettings
 from verstore.exceptions import CorruptionError
 
 PREFIX_LEN = 3

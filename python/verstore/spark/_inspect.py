@@ -8,7 +8,7 @@ from typing import Any
 from verstore.checkpoint.chain import Graph
 from verstore.checkpoint.inspect import find_lineages
 from verstore.checkpoint.layout import CommitRef, PartitionFiles
-from verstore.checkpoint.lineage import every_partition, read_settings
+from verstore.checkpoint.settings import every_partition, read_settings
 from verstore.checkpoint.uploads import read_manifest
 from verstore.location import Location
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import StoreSettings, check
+from verstore.checkpoint.settings import StoreSettings, check
 from verstore.exceptions import StorageError
 from verstore.location import Location
 from verstore.spark._conf import CHECKPOINT_LOCATION, CHECKPOINT_ROOT, session_storage_options

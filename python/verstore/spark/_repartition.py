@@ -2,7 +2,7 @@
 another number of partitions or other settings (history retention, segment interval, TTL).
 
 Two Spark jobs between driver steps (``verstore.checkpoint.repartition`` has the steps and
-``verstore.checkpoint.lineage`` why a crash anywhere leaves the old state or the new one):
+docs/checkpoint.md, "Repartitioning", why a crash anywhere leaves the old state or the new one):
 the driver marks the old partitions; one job reads every old partition at the version the query
 resumes from, routes each key's versions with the partitioning the helpers use
 (``DataFrame.repartition(n, *key columns)`` on the decoded key columns: Spark's hash of the
@@ -19,7 +19,8 @@ from typing import Any
 
 from verstore.checkpoint import repartition as steps
 from verstore.checkpoint.layout import LineageFiles
-from verstore.checkpoint.lineage import StoreConfig, read_settings
+from verstore.checkpoint.partitionings import StoreConfig
+from verstore.checkpoint.settings import read_settings
 from verstore.exceptions import MissingVersionError
 from verstore.location import Location
 from verstore.spark import _args as arguments

@@ -22,13 +22,12 @@ from typing import Any
 from verstore._core import VersionedStore, set_memory_limit
 from verstore.checkpoint import CheckpointOptions, ColumnLayout, PartitionStore
 from verstore.checkpoint.kept import Keeper
-from verstore.checkpoint.lineage import StoreSettings
+from verstore.checkpoint.settings import StoreSettings
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark import _args as arguments
-from verstore.spark import _metrics
+from verstore.spark import _faults, _metrics
 from verstore.spark._compat import to_arrow_schema
 from verstore.spark._conf import (
-    PREFIX,
     StorageCredentials,
     TaskConf,
     plan_credentials,
@@ -38,10 +37,6 @@ from verstore.spark._metrics import TaskMetrics
 from verstore.spark._query import check_before_start
 from verstore.spark._spill import RowBuffer, SpillArea
 from verstore.spark._worker import portable
-
-#: Fault injection for tests: with this conf set to "true", a task raises right after its
-#: commit on its first attempt, so that Spark retries a task whose state is already committed.
-FAIL_AFTER_COMMIT = PREFIX + "test.failAfterCommit"
 
 
 @dataclass(frozen=True)
@@ -200,7 +195,7 @@ def _partition_stores(
             p.abort()
         raise
     _commit_all(opened, metrics)
-    _maybe_fail_after_commit()
+    _faults.after_commit()
 
 
 _open_stores = contextmanager(_partition_stores)
@@ -253,15 +248,6 @@ def _task(
             )
 
     return run
-
-
-def _maybe_fail_after_commit() -> None:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    if ctx is not None and ctx.getLocalProperty(FAIL_AFTER_COMMIT) == "true":
-        if ctx.attemptNumber() == 0:
-            raise RuntimeError("verstore fault injection: failing after commit on attempt 0")
 
 
 PartitionFn = Callable[[PartitionContext, Iterator[Any]], Iterable[Any]]

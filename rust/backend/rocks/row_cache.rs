@@ -23,11 +23,6 @@ use crate::error::Result;
 use crate::format::key::segment_of;
 use crate::format::segment_value::{Lookup, SegmentRow};
 
-/// Rows shorter than this are read from RocksDB each time: their walk is short, and caching
-/// them would spend the budget on rows that gain little. Every row in tests, so that the
-/// property tests meet cached rows at every step.
-const MIN_ROW_BYTES: usize = if cfg!(test) { 1 } else { 1024 };
-
 /// Estimated bytes per cached row besides its bytes and times (map slot, headers, heap).
 const ROW_OVERHEAD: usize = 128;
 
@@ -123,13 +118,17 @@ impl DecodedRow {
 
 pub(crate) struct RowCache {
     rows: RefCell<BoundedMap<Arc<DecodedRow>>>,
+    /// Rows shorter than this are not cached (`Tuning::min_cached_row_bytes`).
+    min_row_bytes: usize,
 }
 
 impl RowCache {
-    /// A cache of at most about `budget` bytes (0: caches nothing).
-    pub(crate) fn new(budget: usize) -> Self {
+    /// A cache of at most about `budget` bytes (0: caches nothing) of rows of at least
+    /// `min_row_bytes`.
+    pub(crate) fn new(budget: usize, min_row_bytes: usize) -> Self {
         Self {
             rows: RefCell::new(BoundedMap::new(budget, |key, row| row.cost(key))),
+            min_row_bytes,
         }
     }
 
@@ -141,7 +140,7 @@ impl RowCache {
     /// Whether a row of these bytes would be cached.
     pub(crate) fn wants(&self, bytes: &[u8]) -> bool {
         let budget = self.rows.borrow().budget();
-        bytes.len() >= MIN_ROW_BYTES && bytes.len() < budget / 4
+        bytes.len() >= self.min_row_bytes && bytes.len() < budget / 4
     }
 
     pub(crate) fn insert(&self, key: &[u8], row: Arc<DecodedRow>) {
@@ -232,7 +231,7 @@ mod tests {
 
     #[test]
     fn written_rows_are_forgotten_and_a_drop_forgets_all() {
-        let cache = RowCache::new(1 << 20);
+        let cache = RowCache::new(1 << 20, 1);
         let row = |t| {
             Arc::new(DecodedRow::decode(&encoded(t + 1, &[(t, Some(vec![1]))]), &loc).expect("row"))
         };
@@ -250,7 +249,7 @@ mod tests {
     fn past_its_budget_it_forgets_about_half() {
         let one = DecodedRow::decode(&encoded(2, &[(1, Some(vec![0; 100]))]), &loc).expect("row");
         let cost = one.cost(&crate::format::key::storage_key(0, b"k000"));
-        let cache = RowCache::new(cost * 10);
+        let cache = RowCache::new(cost * 10, 1);
         let one = Arc::new(one);
         for i in 0..11 {
             cache.insert(

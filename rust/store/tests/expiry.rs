@@ -128,3 +128,31 @@ fn an_open_scan_keeps_its_answers_through_a_reclamation() {
         assert_eq!(stored_latest(&sut), 1, "{backing:?}: only z is left");
     }
 }
+
+/// The horizon moves only through `move_horizon` (`store/expiry.rs`), which takes the proof that
+/// no scan is open: no other file calls the backend's `set_reclaim_horizon`.
+#[test]
+fn only_move_horizon_moves_the_horizon() {
+    fn calls(dir: &std::path::Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("rust/") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                calls(&path, found);
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).expect("a source file");
+            for (n, line) in source.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if code.contains("set_reclaim_horizon(") && !code.contains("fn set_reclaim_horizon")
+                {
+                    found.push(format!("{}:{}", path.display(), n + 1));
+                }
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rust");
+    let mut found = Vec::new();
+    calls(&root, &mut found);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("store/expiry.rs"), "{found:?}");
+}

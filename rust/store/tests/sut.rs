@@ -1,6 +1,7 @@
 //! A store under test on each backing, which can be closed and reopened: the property suites of
 //! the store (`properties`, `restore`) and of scans (`crate::scan`) share it.
 
+use crate::config::Tuning;
 use crate::{RocksOptions, StoreConfig, VersionedStore};
 
 /// What a store under test keeps its data in.
@@ -54,12 +55,18 @@ pub(crate) struct Sut {
     options: RocksOptions,
 }
 
+/// The thresholds of every store under test: [`Tuning::SMALL`], so that the property suites
+/// meet batches across read-ahead windows, reclamations, cached rows and repaired rows at every
+/// step, as the shipped thresholds would only in stores far larger than a case.
+const TUNING: Tuning = Tuning::SMALL;
+
 impl Sut {
     pub(crate) fn new(config: StoreConfig, backing: Backing) -> Self {
         match backing.options() {
             Some(options) => {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let store = VersionedStore::open_with(dir.path(), config, options).expect("open");
+                let store =
+                    VersionedStore::open_tuned(dir.path(), config, options, TUNING).expect("open");
                 Self {
                     store: Some(store),
                     dir: Some(dir),
@@ -68,7 +75,7 @@ impl Sut {
                 }
             }
             None => Self {
-                store: Some(VersionedStore::in_memory(config)),
+                store: Some(VersionedStore::in_memory_tuned(config, TUNING)),
                 dir: None,
                 config,
                 options: RocksOptions::default(),
@@ -105,7 +112,7 @@ impl Sut {
         if let Some(dir) = &self.dir {
             // Close first: the directory lock is held until the store is dropped.
             self.store = None;
-            let store = VersionedStore::open_with(dir.path(), self.config, self.options);
+            let store = VersionedStore::open_tuned(dir.path(), self.config, self.options, TUNING);
             self.store = Some(store.expect("reopen"));
         }
     }
@@ -121,7 +128,7 @@ impl Sut {
         let path = path.path().to_owned();
         let file = path.with_extension("buffer");
         let saved = self.take().close_keeping_buffer(&file)?;
-        let mut store = VersionedStore::open_with(&path, self.config, self.options)?;
+        let mut store = VersionedStore::open_tuned(&path, self.config, self.options, TUNING)?;
         store.load_buffer(&file, saved)?;
         std::fs::remove_file(&file).map_err(crate::Error::io(&file))?;
         self.store = Some(store);

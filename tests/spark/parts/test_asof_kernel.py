@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from verstore._core import TUPLE_ENCODING, asof_compact, asof_lookup, encode_rows
 from verstore.checkpoint import StoreSettings
-from verstore.checkpoint.lineage import ColumnLayout
+from verstore.checkpoint.layouts import ColumnLayout
 from verstore.checkpoint.values import ValueCodec
 from verstore.spark._runtime import PartitionContext
 from verstore.spark._spill import SpillArea
