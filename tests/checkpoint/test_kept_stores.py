@@ -480,6 +480,7 @@ def test_two_workers_take_turns_and_get_killed(tmp_path: Path) -> None:
 
     import verstore
     from verstore.checkpoint import LineageFiles, Location
+    from verstore.checkpoint.chain import Graph
     from verstore.checkpoint.inspect import verify_partition
 
     root, local = str(tmp_path / "root"), tmp_path / "local"
@@ -492,11 +493,21 @@ def test_two_workers_take_turns_and_get_killed(tmp_path: Path) -> None:
             text=True,
         )
 
+    files = LineageFiles(Location.resolve(root), "prices", "default").partition(0)
+
+    def committed() -> int:
+        listing = files.listing()
+        return Graph(files, listing).tip().version if listing.commits else 0
+
     workers = [start(0), start(1)]
     kills = 0
     try:
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
+        # 8 s of kills, and on a loaded machine as long as it takes (at most 120 s) for the
+        # workers to commit more than 20 versions between them.
+        start_s = time.monotonic()
+        while time.monotonic() < start_s + 8 or (
+            committed() <= 20 and time.monotonic() < start_s + 120
+        ):
             time.sleep(rng.uniform(0.1, 0.6))
             victim = rng.randrange(2)
             os.kill(workers[victim].pid, signal.SIGKILL)
@@ -507,7 +518,6 @@ def test_two_workers_take_turns_and_get_killed(tmp_path: Path) -> None:
         for w in workers:
             w.kill()
             w.communicate()
-    files = LineageFiles(Location.resolve(root), "prices", "default").partition(0)
     assert verify_partition(files) == []
     part = PartitionStore.open(
         root, "prices", 0, 10**6, tmp_path / "reader", history_retention_ms=10**12, read_only=True
