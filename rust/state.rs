@@ -83,10 +83,73 @@ impl State {
         }
     }
 
+    /// A call begins: what to put back should it fail ([`Self::undo_call`]). Cheap: the
+    /// segment set is shared until the call changes it (`Segments`), and a latest TTL's buckets
+    /// record what the call changes in them rather than being copied (`ttl/undo.rs`).
+    pub(crate) fn begin_call(&mut self) -> BeforeCall {
+        // Every field is named, so that a new one is weighed here: kept, or recorded.
+        let Self {
+            config,
+            stream_time,
+            segments,
+            latest_keys,
+            latest_buckets,
+            unsettled_puts,
+            format_version,
+            tombstone_at_stream_time,
+        } = self;
+        if let Some(buckets) = latest_buckets {
+            buckets.begin_call();
+        }
+        BeforeCall {
+            config: *config,
+            stream_time: *stream_time,
+            segments: segments.clone(),
+            latest_keys: *latest_keys,
+            unsettled_puts: *unsettled_puts,
+            format_version: *format_version,
+            tombstone_at_stream_time: *tombstone_at_stream_time,
+        }
+    }
+
+    /// The call succeeded: its changes stand.
+    pub(crate) fn end_call(&mut self) {
+        if let Some(buckets) = &mut self.latest_buckets {
+            buckets.end_call();
+        }
+    }
+
+    /// The call failed: the state is as it was before it.
+    pub(crate) fn undo_call(&mut self, before: BeforeCall) {
+        if let Some(buckets) = &mut self.latest_buckets {
+            buckets.undo_call();
+        }
+        self.config = before.config;
+        self.stream_time = before.stream_time;
+        self.segments = before.segments;
+        self.latest_keys = before.latest_keys;
+        self.unsettled_puts = before.unsettled_puts;
+        self.format_version = before.format_version;
+        self.tombstone_at_stream_time = before.tombstone_at_stream_time;
+    }
+
     /// Retires the buckets of latest values that stream time has wholly expired.
     pub(crate) fn retire_expired(&mut self) {
         if let (Some(ttl), Some(buckets)) = (self.config.latest_ttl(), &mut self.latest_buckets) {
             buckets.retire(&ttl, self.stream_time);
         }
     }
+}
+
+/// The state before a call, for a call that fails (`State::begin_call`): every field but a
+/// latest TTL's buckets, which keep their own record.
+#[must_use]
+pub(crate) struct BeforeCall {
+    config: StoreConfig,
+    stream_time: i64,
+    segments: Segments,
+    latest_keys: Option<u64>,
+    unsettled_puts: u64,
+    format_version: u32,
+    tombstone_at_stream_time: bool,
 }

@@ -10,6 +10,10 @@
 //! interval): a store holds at most about 34 live buckets, and a bucket *retires* once every key
 //! in it has expired, `(b + 1) W + L <= ST`.
 
+mod undo;
+
+use undo::{Counts, Undo};
+
 /// A store's latest TTL: the rule, and the buckets its live-key accounting and reclamation use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LatestTtl {
@@ -147,6 +151,8 @@ pub(crate) struct LatestBuckets {
     pub(crate) expired: u64,
     /// Reclamations started since the store opened.
     pub(crate) reclaims: u64,
+    /// While a call runs, what it changed here, put back if it fails (`undo`).
+    undo: Undo,
 }
 
 impl LatestBuckets {
@@ -169,31 +175,30 @@ impl LatestBuckets {
             // An entry of a retired bucket left the count when the bucket retired. A write
             // that advances stream time retires buckets after it is placed: the entry it
             // replaces leaves its bucket now, as a write, not as an expiry.
-            add(&mut self.live, ttl.bucket(before), -1);
+            self.add(Counts::Live, ttl.bucket(before), -1);
         }
         if let Some(after) = after {
             let bucket = ttl.bucket(after);
             // Expired on arrival (a late write older than the TTL): stored, never live.
             let counts = if ttl.retired(bucket, stream_time) {
-                &mut self.retired
+                Counts::Retired
             } else {
-                &mut self.live
+                Counts::Live
             };
-            add(counts, bucket, 1);
+            self.add(counts, bucket, 1);
         }
     }
 
     /// Stream time reached `stream_time`: the buckets whose keys have all expired retire.
     pub(crate) fn retire(&mut self, ttl: &LatestTtl, stream_time: i64) {
-        let done = self
-            .live
-            .iter()
-            .take_while(|&&(bucket, _)| ttl.retired(bucket, stream_time))
-            .count();
-        for (bucket, count) in self.live.drain(..done) {
+        while let Some(&(bucket, count)) = self.live.first() {
+            if !ttl.retired(bucket, stream_time) {
+                break;
+            }
+            self.remove_first(Counts::Live);
             self.expired += count;
-            add(
-                &mut self.retired,
+            self.add(
+                Counts::Retired,
                 bucket,
                 i64::try_from(count).unwrap_or(i64::MAX),
             );
@@ -204,11 +209,11 @@ impl LatestBuckets {
     pub(crate) fn count_stored(&mut self, ttl: &LatestTtl, clock: Clock, timestamp: i64) {
         let bucket = ttl.bucket(timestamp);
         if !ttl.retired(bucket, clock.stream_time) {
-            add(&mut self.live, bucket, 1);
+            self.add(Counts::Live, bucket, 1);
         } else if ttl.reclaimable(timestamp, clock.horizon) {
             self.reclaimable += 1;
         } else {
-            add(&mut self.retired, bucket, 1);
+            self.add(Counts::Retired, bucket, 1);
         }
     }
 
@@ -216,16 +221,13 @@ impl LatestBuckets {
     /// Returns whether a reclamation is due: as many reclaimable as keys are live, and at least
     /// `min_reclaim` (`Tuning`); then [`Self::started`] once it has.
     pub(crate) fn settle(&mut self, ttl: &LatestTtl, horizon: i64, min_reclaim: u64) -> bool {
-        let done = self
-            .retired
-            .iter()
-            .take_while(|&&(bucket, _)| ttl.bucket_reclaimable(bucket, horizon))
-            .count();
-        self.reclaimable += self
-            .retired
-            .drain(..done)
-            .map(|(_, count)| count)
-            .sum::<u64>();
+        while let Some(&(bucket, count)) = self.retired.first() {
+            if !ttl.bucket_reclaimable(bucket, horizon) {
+                break;
+            }
+            self.remove_first(Counts::Retired);
+            self.reclaimable += count;
+        }
         self.reclaimable >= self.live_keys().max(min_reclaim)
     }
 
@@ -233,6 +235,27 @@ impl LatestBuckets {
     pub(crate) fn started(&mut self) {
         self.reclaimable = 0;
         self.reclaims += 1;
+    }
+
+    /// Adds `change` to `bucket`'s count in `which`, dropping a count that reaches 0.
+    fn add(&mut self, which: Counts, bucket: i64, change: i64) {
+        self.undo.note(which, bucket, &self.live, &self.retired);
+        add(self.counts_mut(which), bucket, change);
+    }
+
+    /// Drops the oldest bucket's count from `which`.
+    fn remove_first(&mut self, which: Counts) {
+        if let Some(&(bucket, _)) = self.counts_mut(which).first() {
+            self.undo.note(which, bucket, &self.live, &self.retired);
+            self.counts_mut(which).remove(0);
+        }
+    }
+
+    fn counts_mut(&mut self, which: Counts) -> &mut Vec<(i64, u64)> {
+        match which {
+            Counts::Live => &mut self.live,
+            Counts::Retired => &mut self.retired,
+        }
     }
 }
 

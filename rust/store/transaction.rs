@@ -30,34 +30,30 @@ impl VersionedStore {
             }
             work(txn)
         };
-        // What a failed call restores. Cheap: the segment set is shared until the call changes
-        // it (`Segments`); only a latest TTL's buckets, a few counts, are copied.
-        let before = self.state.clone();
+        let before = self.state.begin_call();
         let run = std::panic::AssertUnwindSafe(|| self.run_transaction(work));
         let ran = std::panic::catch_unwind(run);
         self.charge_buffer();
-        match ran {
-            Ok(Ok(value)) if memory::BUFFERS.is_over() && self.buffer_is_full() => {
-                // The write buffers of the process are past their share: this store writes its
-                // own now rather than at its next call, which may be long in coming (a store of
-                // another partition, kept for later) while it holds the memory.
-                self.write_buffer()?;
-                self.after_write();
-                Ok(value)
-            }
-            Ok(Ok(value)) => {
-                self.after_write();
-                Ok(value)
-            }
+        let value = match ran {
+            Ok(Ok(value)) => value,
             Ok(Err(error)) => {
-                self.state = before;
-                Err(error)
+                self.state.undo_call(before);
+                return Err(error);
             }
             Err(panic) => {
-                self.state = before;
+                self.state.undo_call(before);
                 std::panic::resume_unwind(panic)
             }
+        };
+        self.state.end_call();
+        if memory::BUFFERS.is_over() && self.buffer_is_full() {
+            // The write buffers of the process are past their share: this store writes its
+            // own now rather than at its next call, which may be long in coming (a store of
+            // another partition, kept for later) while it holds the memory.
+            self.write_buffer()?;
         }
+        self.after_write();
+        Ok(value)
     }
 
     fn run_transaction<T>(&mut self, work: impl FnOnce(&mut Txn<'_>) -> Result<T>) -> Result<T> {

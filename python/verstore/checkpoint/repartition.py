@@ -132,8 +132,7 @@ def read_source(
     version, rebuilt in a directory of its own under ``local_dir`` (removed after); the batches
     have columns ``key``, ``value`` (null: a tombstone) and ``timestamp``, each key's versions
     oldest first."""
-    scratch = _scratch(local_dir, plan, "read", partition)
-    try:
+    with _scratch(local_dir, plan, "read", partition) as scratch:
         opened = _open(
             location,
             plan,
@@ -152,8 +151,6 @@ def read_source(
                 yield store.observed_stream_time, rows
         finally:
             opened.abort()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _ends_to_keep(plan: Plan) -> int | None:
@@ -208,8 +205,7 @@ def write_target(
     came from: every version it receives, in timestamp order); then its observed stream time
     raised to the highest of those. Works in a directory of its own under ``local_dir``,
     removed after (no query reuses it). Returns the versions written and that stream time."""
-    scratch = _scratch(local_dir, plan, "write", partition)
-    try:
+    with _scratch(local_dir, plan, "write", partition) as scratch:
         opened = _open(
             location,
             plan,
@@ -225,8 +221,6 @@ def write_target(
             written, stream_time = _put_all(opened.store, batches)
             opened.commit()
         return written, stream_time
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _put_all(store: Any, batches: Iterable[Any]) -> tuple[int, int]:
@@ -335,11 +329,16 @@ def _open(
     )
 
 
-def _scratch(local_dir: str, plan: Plan, role: str, partition: int) -> str:
-    """A step's own directory under ``local_dir`` (never a running query's working copy)."""
+@contextmanager
+def _scratch(local_dir: str, plan: Plan, role: str, partition: int) -> Iterator[str]:
+    """A step's own directory under ``local_dir`` (never a running query's working copy),
+    removed when the step ends, failed or not (no query reuses it)."""
     path = os.path.join(local_dir, "repartition", plan.target.dir, f"{role}-{partition}")
     os.makedirs(path, exist_ok=True)
-    return path
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 __all__ = [

@@ -273,6 +273,8 @@ fn failing_batch(
         .stats()
         .map_err(|e| TestCaseError::fail(err(e)))?
         .latest_keys;
+    // The buckets as a copy would have kept them, against the record a failed call undoes.
+    let buckets_before = sut.store().state.latest_buckets.clone();
     let expired = resolved
         .iter()
         .take(at + 1)
@@ -311,6 +313,11 @@ fn failing_batch(
             sut.store().observed_stream_time(),
             model.stream_time,
             "stream time after a failed call"
+        );
+        prop_assert_eq!(
+            &sut.store().state.latest_buckets,
+            &buckets_before,
+            "a latest TTL's buckets after a failed call"
         );
         let keys_after = sut
             .store_mut()
