@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | 1/16 | write buffers of every store | a store writes its buffer to RocksDB when the total is past its share |
 //! | 1/16 | caches of latest values and of long history rows, every store's | a cache leaves new entries out, then forgets half of itself, when the total is past its share |
-//! | 3/8 | RocksDB's block cache: data, index and filter blocks, and the memtables charged to it (up to 1/8) | RocksDB's LRU cache (`backend/rocks/budget.rs`) |
+//! | 3/8 | RocksDB's block cache: data, index and filter blocks, and the memtables charged to it (up to 1/4) | RocksDB's LRU cache (`backend/rocks/budget.rs`) |
 //! | 1/2 | headroom: what a write buffer's write copies (RocksDB's write batch, then its memtable: about twice the buffer), RocksDB's uncharged memory (table readers, iterators, flushes and compactions), a batch's read-ahead, results on their way to the caller, the allocator's slack | measured, not enforced |
 //!
 //! The headroom is half of the limit because that is what the process was measured to need
@@ -72,12 +72,15 @@ pub(crate) fn rocksdb_share(limit: usize) -> usize {
 
 /// The part of RocksDB's share that memtables may take before the store being written flushes.
 ///
-/// An eighth: a store's memtable (half of it) then holds 16 MiB at the default budget. Each
+/// A quarter: a store's memtable (half of it) then holds 32 MiB at the default budget. Each
 /// flush makes one level-0 file that covers the whole key range of random keys, and each
-/// compaction of level 0 rewrites the base level it overlaps; at 8 MiB a burst of writes at 4
-/// million keys made twice as many files, and the reads after it 1.3 times as slow.
+/// compaction of level 0 rewrites the base level it overlaps, so the memtable's size sets how
+/// often a bulk load rewrites the base level: at 4 million keys × 4 versions, 16 MiB memtables
+/// (an eighth) made compactions write 3.7 GB and slowed writes 30% of the load's time, 32 MiB
+/// 2.6 GB (BENCHMARKS.md, "Large state"); at 8 MiB the reads after such a burst were 1.3 times
+/// as slow. Memtables are charged to the block cache, so this moves no bound of the budget.
 pub(crate) fn memtable_share(limit: usize) -> usize {
-    limit / 8
+    limit / 4
 }
 
 /// Bytes held by one kind of memory of every store, against its share of the limit.

@@ -235,6 +235,10 @@ fn options_noting(
     options.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER);
     options.set_level_zero_slowdown_writes_trigger(L0_SLOWDOWN);
     options.set_level_zero_stop_writes_trigger(2 * L0_SLOWDOWN);
+    // A compaction of level 0 (the only one RocksDB splits) runs as two halves of the key range
+    // on two threads: it rewrites the whole base level, and while it runs level 0 fills and
+    // writes slow down; the writer waiting on it leaves a core idle.
+    options.set_max_subcompactions(L0_SUBCOMPACTIONS);
     options.set_write_buffer_size(write_buffer_bytes);
     let full = move |key: &[u8], base: Option<&[u8]>, operands: &MergeOperands| {
         Some(full_merge(&histories, key, base, operands))
@@ -261,6 +265,9 @@ const L0_COMPACTION_TRIGGER: i32 = 6;
 /// Level-0 files from which writes slow down (and at twice as many, stop) while compaction
 /// catches up (`db_options`).
 const L0_SLOWDOWN: i32 = 10;
+
+/// Threads of one compaction of level 0 (`db_options`).
+const L0_SUBCOMPACTIONS: u32 = 2;
 
 /// Threads that load table readers at open (`db_options`).
 const FILE_OPENING_THREADS: i32 = 2;
