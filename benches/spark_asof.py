@@ -574,6 +574,8 @@ def profile_partition(
     partition: int = 0,
     in_memory: bool = False,
     kept_stores: int = 4,
+    memory_limit_mb: int = 512,
+    held: int = 1,
 ) -> list[dict[str, float]]:
     """Times one partition's micro-batches of ``asof_join`` outside Spark, with the code its
     tasks run (``_runtime._partition_stores`` and the join's partition function, on a real
@@ -590,24 +592,26 @@ def profile_partition(
     store stays open between micro-batches and the work its commit defers runs in the keeper's
     thread, timed apart (``deferred``) before the next micro-batch.
 
-    The join's output is checked against the ``merge_asof`` oracle of the partition's rows.
+    ``memory_limit_mb`` is ``configure(memory_limit_mb=...)``: half of it the process's store
+    budget. With ``held`` above 1 the process runs, each micro-batch, the tasks of partitions
+    ``partition`` to ``partition + held - 1`` in turn, as one Python worker that Spark gives
+    every partition's task: the stores it keeps between them share its budget. Each task is one
+    row (``partition``), with what the budget's holders used when it began (``usage_*``, MB).
+
+    The join's output is checked against the ``merge_asof`` oracle of each partition's rows.
 
     Returns:
-        Per micro-batch: ``rows`` (input rows), and milliseconds: ``open`` (opening the
-        store), ``function`` (the partition function, including) ``put_batch`` and
-        ``get_batch``, ``commit`` (metrics, flush, changelog, close), ``task`` (all of it),
-        ``deferred`` (the kept store's flush, snapshot and cleanup after the task) and
-        ``floor`` (the pass-through's function).
+        Per task (one a micro-batch when ``held`` is 1): ``rows`` (input rows), and
+        milliseconds: ``open`` (opening the store), ``function`` (the partition function,
+        including) ``put_batch`` and ``get_batch``, ``commit`` (metrics, flush, changelog,
+        close), ``task`` (all of it), ``deferred`` (the kept store's flush, snapshot and
+        cleanup after the task) and ``floor`` (the pass-through's function).
     """
     import os
     import tempfile
-    import time
 
-    import pyarrow.compute as pc
     from verstore.checkpoint.kept import Keeper
     from verstore.spark import _runtime as R
-    from verstore.spark._conf import TaskConf
-    from verstore.spark._spill import RowBuffer, SpillArea
 
     fn = partition_function()
     specs = store_specs()
@@ -616,73 +620,113 @@ def profile_partition(
     os.environ["SPARK_REUSE_WORKER"] = "1"  # what Spark sets in the Python workers it reuses
     root = Path(tempfile.mkdtemp(prefix="verstore-profile-"))
     out = []
-    parts: list[Batch] = []
-    outputs: dict[int, pa.Table] = {}
+    held_partitions = range(partition, partition + held)
+    parts: dict[int, list[Batch]] = {p: [] for p in held_partitions}
+    outputs: dict[int, dict[int, pa.Table]] = {p: {} for p in held_partitions}
     try:
         for b, batch in enumerate(generate(scale)):
-            parts.append(
-                Batch(*(mine(x, partitions, partition) for x in (batch.orders, batch.prices)))
-            )
-            inputs = tagged(parts[-1])
-            conf = TaskConf(
-                checkpoint_root=str(root / "checkpoint"),
-                storage_options={},
-                local_dir=str(root / "local"),
-                batch_id=b,
-                partition=partition,
-                query_id="profile",
-                snapshot_interval=10,
-                min_versions_to_retain=100,
-                lock_timeout_s=60.0,
-                memory_limit_bytes=512 << 20,
-                kept_stores=kept_stores,
-            )
-            timings: dict[str, float] = {}
-            t0 = time.perf_counter()
-            with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
-                output = RowBuffer(spill, share=0.25)
-                with stores(conf, specs, partitions, spill) as ctx, _timed_kernels(timings):
-                    t1 = time.perf_counter()
-                    timed: Any = _TimedStore(ctx.store("bench_asof"), timings)
-                    ctx.stores["bench_asof"] = timed
-                    for result in fn(ctx, iter(x.rename_columns(JOIN_NAMES) for x in inputs)):
-                        output.add(result)
-                    t2 = time.perf_counter()
-                t3 = time.perf_counter()
-                joined = list(output.batches())
-            t4 = time.perf_counter()
-            while Keeper.for_process().working():
-                time.sleep(0.001)
-            t4b = time.perf_counter()
-            if joined:
-                outputs[b] = pa.Table.from_batches(joined)
-            floor = [  # the pass-through's sides are the other way round
-                x.rename_columns(FLOOR_NAMES).set_column(
-                    0, "side", pc.subtract(pa.scalar(1, pa.int8()), x.column(0))
+            for p in held_partitions:
+                parts[p].append(
+                    Batch(*(mine(x, partitions, p) for x in (batch.orders, batch.prices)))
                 )
-                for x in inputs
-            ]
-            t5 = time.perf_counter()
-            for _ in _passthrough_partition(iter(floor)):
-                pass
-            t6 = time.perf_counter()
-            spans = {"open": t1 - t0, "function": t2 - t1, "commit": t3 - t2, "task": t4 - t0}
-            spans["deferred"] = t4b - t4
-            spans |= timings
-            spans["floor"] = t6 - t5
-            out.append(
-                {"batch": b, "rows": sum(x.num_rows for x in inputs)}
-                | {k: round(v * 1000, 1) for k, v in spans.items()}
-            )
+                task = _Task(root, b, p, partitions, kept_stores, memory_limit_mb)
+                out.append(_profile_task(fn, specs, stores, task, parts[p][-1], outputs[p]))
     finally:
         Keeper.for_process().close_all()
         if reuse is None:
             del os.environ["SPARK_REUSE_WORKER"]
         shutil.rmtree(root, ignore_errors=True)
-    problems = check(parts, outputs, joins=True)
-    if problems:
-        raise AssertionError(f"the profiled join differs from the oracle: {problems[:5]}")
+    for p in held_partitions:
+        problems = check(parts[p], outputs[p], joins=True)
+        if problems:
+            raise AssertionError(f"the profiled join differs from the oracle: {problems[:5]}")
     return out
+
+
+@dataclass(frozen=True)
+class _Task:
+    """Which task :func:`_profile_task` runs, and its settings."""
+
+    root: Path
+    batch: int
+    partition: int
+    partitions: int
+    kept_stores: int
+    memory_limit_mb: int
+
+
+def _profile_task(
+    fn: Any, specs: Any, stores: Any, task: _Task, part: Batch, outputs: dict[int, pa.Table]
+) -> dict[str, float]:
+    """One task of :func:`profile_partition`, its output added to ``outputs``; its row."""
+    import time
+
+    import pyarrow.compute as pc
+    from verstore import memory_usage, set_memory_limit
+    from verstore.checkpoint.kept import Keeper
+    from verstore.spark._conf import TaskConf
+    from verstore.spark._spill import RowBuffer, SpillArea
+
+    inputs = tagged(part)
+    b = task.batch
+    conf = TaskConf(
+        checkpoint_root=str(task.root / "checkpoint"),
+        storage_options={},
+        local_dir=str(task.root / "local"),
+        batch_id=b,
+        partition=task.partition,
+        query_id="profile",
+        snapshot_interval=10,
+        min_versions_to_retain=100,
+        lock_timeout_s=60.0,
+        memory_limit_bytes=task.memory_limit_mb << 20,
+        kept_stores=task.kept_stores,
+    )
+    set_memory_limit(conf.store_budget_mb)  # as _runtime.partition_stores does
+    usage = memory_usage()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with SpillArea(conf.local_dir, conf.arrow_budget_bytes) as spill:
+        output = RowBuffer(spill, share=0.25)
+        with stores(conf, specs, task.partitions, spill) as ctx, _timed_kernels(timings):
+            t1 = time.perf_counter()
+            timed: Any = _TimedStore(ctx.store("bench_asof"), timings)
+            ctx.stores["bench_asof"] = timed
+            for result in fn(ctx, iter(x.rename_columns(JOIN_NAMES) for x in inputs)):
+                output.add(result)
+            t2 = time.perf_counter()
+        t3 = time.perf_counter()
+        joined = list(output.batches())
+    t4 = time.perf_counter()
+    while Keeper.for_process().working():
+        time.sleep(0.001)
+    t4b = time.perf_counter()
+    if joined:
+        outputs[b] = pa.Table.from_batches(joined)
+    floor = [  # the pass-through's sides are the other way round
+        x.rename_columns(FLOOR_NAMES).set_column(
+            0, "side", pc.subtract(pa.scalar(1, pa.int8()), x.column(0))
+        )
+        for x in inputs
+    ]
+    t5 = time.perf_counter()
+    for _ in _passthrough_partition(iter(floor)):
+        pass
+    t6 = time.perf_counter()
+    spans = {"open": t1 - t0, "function": t2 - t1, "commit": t3 - t2, "task": t4 - t0}
+    spans["deferred"] = t4b - t4
+    spans |= timings
+    spans["floor"] = t6 - t5
+    return (
+        {"batch": b, "partition": task.partition, "rows": sum(x.num_rows for x in inputs)}
+        | {k: round(v * 1000, 1) for k, v in spans.items()}
+        | {
+            "usage_buffers": usage.write_buffer_bytes >> 20,
+            "usage_caches": usage.cache_bytes >> 20,
+            "usage_rocksdb": usage.rocksdb_bytes >> 20,
+            "usage_memtables": usage.memtable_bytes >> 20,
+        }
+    )
 
 
 if __name__ == "__main__":
@@ -698,7 +742,18 @@ if __name__ == "__main__":
     parser.add_argument(
         "--kept-stores", type=int, default=4, help="keptStoresPerWorker (0: close at commit)"
     )
+    parser.add_argument("--memory-limit-mb", type=int, default=512, help="memory_limit_mb")
+    parser.add_argument(
+        "--held", type=int, default=1, help="partitions whose tasks this process runs in turn"
+    )
     args = parser.parse_args()
     scale = Scale(args.keys, args.rows, args.batches)
-    for row in profile_partition(scale, in_memory=args.in_memory, kept_stores=args.kept_stores):
+    rows = profile_partition(
+        scale,
+        in_memory=args.in_memory,
+        kept_stores=args.kept_stores,
+        memory_limit_mb=args.memory_limit_mb,
+        held=args.held,
+    )
+    for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))

@@ -69,6 +69,8 @@ class TracedAsofPartition(joins._AsofPartition):
     (``output``: the rest of the function)."""
 
     def __call__(self, ctx: Any, batches: Iterator[Any]) -> Iterator[Any]:
+        from verstore import memory_usage
+
         m = ctx.metrics
         _TASK.update(
             batch=ctx.batch_id,
@@ -77,6 +79,14 @@ class TracedAsofPartition(joins._AsofPartition):
             reused=m.reused,
             rebuilt=m.rebuilt,
             open_ms=m.open_ms,
+        )
+        usage = memory_usage()  # what the worker's stores held when the task began, in MB
+        _TASK.update(
+            usage_buffers=usage.write_buffer_bytes >> 20,
+            usage_caches=usage.cache_bytes >> 20,
+            usage_rocksdb=usage.rocksdb_bytes >> 20,
+            usage_memtables=usage.memtable_bytes >> 20,
+            usage_stores=usage.open_stores,
         )
         _SPANS["fn_start"] = time.perf_counter()
 

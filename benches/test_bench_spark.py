@@ -186,6 +186,14 @@ def test_profile_partition_joins_as_the_oracle(in_memory: bool) -> None:
         assert r["task"] >= r["function"] >= r["put_batch"] + r["get_batch"] - 0.2
 
 
+def test_profile_partition_runs_the_tasks_of_several_partitions_in_one_worker() -> None:
+    """``--held 2``: each micro-batch, the tasks of two partitions in turn, their stores kept in
+    one process, each task one row with what the memory budget's holders used as it began."""
+    rows = spark_asof.profile_partition(Scale(keys=300, rows=2_000, batches=2), held=2)
+    assert [(r["batch"], r["partition"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(r["usage_buffers"] >= 0 for r in rows)
+
+
 def test_partition_kernel_harness_runs_both_paths_alike() -> None:
     """``python -m benches.asof_partition`` times the Rust kernel against the pyarrow path and
     checks that every task's output is the same for both."""
