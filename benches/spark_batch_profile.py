@@ -104,16 +104,17 @@ class TracedAsofPartition(joins._AsofPartition):
         _SPANS["output"] = end - _SPANS["fn_start"] - known
 
     def _apply(self, store: Any, codec: Any, chunk: Any) -> Any:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return super()._apply(store, codec, chunk)
         finally:
             _SPANS["puts"] += time.perf_counter() - started
+            _SPANS["puts_cpu"] += time.thread_time() - cpu
 
     def _lookup(self, store: Any, codec: Any, rows: Any) -> Any:
         from verstore._core import asof_lookup
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         _SPANS.setdefault("first_lookup", started)
         found = asof_lookup(
             store,
@@ -124,6 +125,7 @@ class TracedAsofPartition(joins._AsofPartition):
             tolerance_ms=self.tolerance_ms,
         )
         _SPANS["reads"] += time.perf_counter() - started
+        _SPANS["reads_cpu"] += time.thread_time() - cpu
         return self._output(codec, rows, *found.columns)
 
 
@@ -218,7 +220,8 @@ def _traced_passthrough(trace: str) -> Any:
     return query
 
 
-STAGES = ["input", "open", "split", "sort", "puts", "reads", "output", "commit", "emit"]
+STAGES = ["input", "open", "split", "sort", "puts", "puts_cpu", "reads", "reads_cpu", "output"]
+STAGES += ["commit", "emit"]
 SPARK = ["getBatch", "latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets"]
 
 

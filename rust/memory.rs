@@ -185,10 +185,31 @@ impl MemoryUsage {
     /// the time to give back what idle stores hold.
     #[must_use]
     pub fn under_pressure(&self) -> bool {
-        let limit = self.limit_bytes;
-        self.write_buffer_bytes > BUFFERS.share()
-            || self.cache_bytes > CACHES.share()
-            || self.rocksdb_bytes > rocksdb_share(limit)
+        self.write_buffers_over() || self.caches_over() || self.rocksdb_over()
+    }
+
+    /// The write buffers' share of the limit, in bytes.
+    #[must_use]
+    pub fn write_buffer_share(&self) -> usize {
+        self.limit_bytes / BUFFERS.divisor
+    }
+
+    /// Whether the write buffers of every store hold more than their share.
+    #[must_use]
+    pub fn write_buffers_over(&self) -> bool {
+        self.write_buffer_bytes > self.write_buffer_share()
+    }
+
+    /// Whether the caches of every store hold more than their share.
+    #[must_use]
+    pub fn caches_over(&self) -> bool {
+        self.cache_bytes > CACHES.share()
+    }
+
+    /// Whether RocksDB's block cache, memtables included, holds more than its share.
+    #[must_use]
+    pub fn rocksdb_over(&self) -> bool {
+        self.rocksdb_bytes > rocksdb_share(self.limit_bytes)
     }
 }
 

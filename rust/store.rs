@@ -435,16 +435,35 @@ impl VersionedStore {
     /// # Errors
     /// As [`VersionedStore::flush`].
     pub fn release_memory(&mut self) -> Result<()> {
-        self.write_buffer()?;
-        if let Some(buffer) = self.kind.buffer_mut() {
-            buffer.release_room();
-            buffer.recharge();
-        }
+        self.release_write_buffer()?;
         if let Some(cache) = self.kind.cache() {
             cache.clear();
         }
         self.backend.release_caches();
         memory::return_free_memory();
+        Ok(())
+    }
+
+    /// Bytes the write buffer holds (0 without one): what a holder of idle stores weighs
+    /// against the write buffers' share of the process's budget.
+    #[must_use]
+    pub fn write_buffer_bytes(&self) -> usize {
+        self.kind.buffer().map_or(0, WriteBuffer::bytes)
+    }
+
+    /// Gives back the write buffer's memory alone: writes it to RocksDB and frees its room;
+    /// the caches stay warm for the store's next call. For a holder of idle stores when the
+    /// process's write buffers are past their share (`memory_usage().write_buffers_over()`):
+    /// the store in use then keeps its writes in its own buffer, where its reads find them.
+    ///
+    /// # Errors
+    /// As [`VersionedStore::flush`].
+    pub fn release_write_buffer(&mut self) -> Result<()> {
+        self.write_buffer()?;
+        if let Some(buffer) = self.kind.buffer_mut() {
+            buffer.release_room();
+            buffer.recharge();
+        }
         Ok(())
     }
 

@@ -546,11 +546,16 @@ class VersionedStore:
             StoreClosedError: The store is closed.
             StorageError: The store failed, or the flush did.
         """
-    def release_memory(self) -> None:
+    @property
+    def write_buffer_bytes(self) -> int:
+        """Bytes the write buffer holds now (0 with a write-ahead log, or once written)."""
+    def release_memory(self, *, caches: bool = True) -> None:
         """Gives back the memory the store holds between calls: writes its write buffer to
-        RocksDB (and frees the buffer's room) and empties its caches; what it holds stays in
-        RocksDB. For holders of idle stores when :func:`memory_usage` says the process's
-        budget is under pressure. No-op in memory but for the write buffer.
+        RocksDB (and frees the buffer's room) and, with ``caches``, empties its caches; what it
+        holds stays in RocksDB. For holders of idle stores when :func:`memory_usage` says the
+        process's budget is under pressure: ``caches=False`` when it is the write buffers that
+        are past their share (``write_buffers_over``), so that the store's next call finds its
+        caches warm. No-op in memory but for the write buffer.
 
         Raises:
             StorageError: The write failed (a full disk, an I/O error): the store has *failed*.
@@ -713,6 +718,14 @@ class MemoryUsage:
     under_pressure: Final[bool]
     """Whether the holders use more than their shares: time for a holder of idle stores to
     give their memory back (:meth:`VersionedStore.release_memory`, or close them)."""
+    write_buffers_over: Final[bool]
+    """Whether the write buffers of every store hold more than their share."""
+    write_buffer_share_bytes: Final[int]
+    """The write buffers' share of the budget (a sixteenth of ``limit_bytes``)."""
+    caches_over: Final[bool]
+    """Whether the caches of every store hold more than their share (a sixteenth)."""
+    rocksdb_over: Final[bool]
+    """Whether RocksDB's block cache, memtables included, holds more than its share (3/8)."""
 
 @final
 class GroupHistory:

@@ -53,6 +53,10 @@ pub(crate) struct PyMemoryUsage {
     cache_bytes: usize,
     open_stores: usize,
     under_pressure: bool,
+    write_buffers_over: bool,
+    write_buffer_share_bytes: usize,
+    caches_over: bool,
+    rocksdb_over: bool,
 }
 
 impl From<MemoryUsage> for PyMemoryUsage {
@@ -65,6 +69,10 @@ impl From<MemoryUsage> for PyMemoryUsage {
             cache_bytes: u.cache_bytes,
             open_stores: u.open_stores,
             under_pressure: u.under_pressure(),
+            write_buffers_over: u.write_buffers_over(),
+            write_buffer_share_bytes: u.write_buffer_share(),
+            caches_over: u.caches_over(),
+            rocksdb_over: u.rocksdb_over(),
         }
     }
 }

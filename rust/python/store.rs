@@ -235,6 +235,11 @@ impl PyVersionedStore {
     }
 
     #[getter]
+    fn write_buffer_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        self.inner.with(py, |s| Ok(s.write_buffer_bytes()))
+    }
+
+    #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
         self.inner.lock(py).is_none()
     }
@@ -256,8 +261,14 @@ impl PyVersionedStore {
         self.inner.detached(py, VersionedStore::reclaim_expired)
     }
 
-    fn release_memory(&self, py: Python<'_>) -> PyResult<()> {
-        self.inner.detached(py, VersionedStore::release_memory)
+    #[pyo3(signature = (*, caches = true))]
+    fn release_memory(&self, py: Python<'_>, caches: bool) -> PyResult<()> {
+        if caches {
+            self.inner.detached(py, VersionedStore::release_memory)
+        } else {
+            self.inner
+                .detached(py, VersionedStore::release_write_buffer)
+        }
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

@@ -635,6 +635,54 @@ def test_a_holder_whose_directory_was_replaced_writes_nothing_into_the_new_copy(
         holder.communicate()
 
 
+def test_only_write_buffers_past_their_share_cost_idle_stores_their_buffers(
+    tmp_path: Path,
+) -> None:
+    """The write buffers' pool past its share and nothing else (what a running task's puts
+    cause while other stores keep theirs): the keeper's round writes the idle stores' buffers
+    into RocksDB and leaves the rest: their caches keep what they hold, their memtables are
+    not flushed, and they stay open, unsettled, with every committed write."""
+    keeper = Keeper(background=False, max_stores=4)
+    try:
+        for partition in range(3):
+            part = PartitionStore.open(
+                str(tmp_path / "root"), "prices", partition, 0, tmp_path / "local",
+                history_retention_ms=10**12, keeper=keeper,
+            )  # fmt: skip
+            keys = [f"p{partition}-{i:06d}".encode() for i in range(10_000)]
+            part.store.put_batch(keys, [b"v" * 64] * len(keys), list(range(len(keys))))
+            part.store.release_memory()
+            part.store.get_batch(keys, 10**9)  # read from RocksDB into the caches
+            for version in range(1, 5):  # buffers of several versions a key: past their share
+                times = [version * 10**6 + i for i in range(len(keys))]
+                part.store.put_batch(keys, [b"%d" % version * 64] * len(keys), times)
+            part.commit()
+        before = verstore.memory_usage()
+        assert before.cache_bytes > 0, before
+        verstore.set_memory_limit(96)  # write buffers' and caches' shares: 6 MiB
+        usage = verstore.memory_usage()
+        assert usage.write_buffers_over, usage
+        assert not usage.caches_over and not usage.rocksdb_over, usage
+        keeper.tick()
+        after = verstore.memory_usage()
+        assert not after.under_pressure, after
+        assert after.write_buffer_bytes < before.write_buffer_bytes
+        assert after.cache_bytes >= before.cache_bytes  # not emptied
+        assert after.memtable_bytes > before.memtable_bytes  # written, not flushed
+        assert len(keeper.held()) == 3
+        for partition in range(3):
+            part = PartitionStore.open(
+                str(tmp_path / "root"), "prices", partition, 1, tmp_path / "local",
+                history_retention_ms=10**12, keeper=keeper,
+            )  # fmt: skip
+            assert part.stats.kept_open
+            assert part.store.get(f"p{partition}-009999".encode()).value == b"4" * 64
+            part.abort()
+    finally:
+        verstore.set_memory_limit(verstore.DEFAULT_MEMORY_LIMIT_MB)
+        keeper.stop()
+
+
 def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:
     """A worker's budget under pressure (here: lowered below what its kept stores' write
     buffers hold): the keeper's round has the idle stores write their buffers and empty their

@@ -72,6 +72,9 @@ class Chore(Enum):
     RELEASE = "release"
     #: Runs its deferred work, settles it and gives its memory back.
     SETTLE_AND_RELEASE = "settle and release"
+    #: Writes its write buffer into RocksDB, and nothing else: its caches and memtables stay
+    #: for its next task. What the store in use needs when the write buffers' pool is full.
+    WRITE_BUFFER = "write buffer"
 
 
 @dataclass(eq=False)
@@ -358,14 +361,7 @@ class Keeper:
             held.working = True
         try:
             try:
-                if chore is not Chore.RELEASE:
-                    held.run_work()
-                if chore in (Chore.SETTLE, Chore.SETTLE_AND_RELEASE):
-                    held.settle()
-                if chore is Chore.RELEASE:
-                    held.store.flush()  # LOCAL.json left alone: the owner settles
-                if chore in (Chore.RELEASE, Chore.SETTLE_AND_RELEASE):
-                    held.store.release_memory()
+                _do(chore, held)
             except BaseException as e:
                 # The commit is durable; what the failed work left is unknown, as after a
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
@@ -405,15 +401,25 @@ class Keeper:
 
     def _relieve_memory(self) -> None:
         """While the process's memory budget is under pressure (``memory_usage``): gives back
-        what idle stores hold, least recently used first (flushed, so that their memtables go
-        too, and ``release_memory``; settled when this keeper runs their deferred work),
-        and then closes them while closing one lowers what the budget's holders use. The
-        stores in use by tasks give back their own as they write; pressure they cause costs
-        no idle store more than one close."""
-        if not memory_usage().under_pressure:
+        what idle stores hold, least recently used first, the cheapest way that answers it.
+
+        Write buffers past their share cost the idle stores no more than their buffers'
+        writes, and only for what the idle stores hold past the share (see
+        ``_write_idle_buffers``). Caches or RocksDB past theirs: the idle stores flush, so that
+        their memtables go too, and give back their caches (settled first when this keeper runs
+        their deferred work); then they are closed while closing one lowers what the budget's
+        holders use. The stores in use by tasks give back their own as they write; pressure
+        they cause costs no idle store more than one close."""
+        usage = memory_usage()
+        if not usage.under_pressure:
             return
         with self._mutex:
             idle = sorted(self._held.values(), key=lambda h: h.idle_since)
+        if usage.write_buffers_over:
+            self._write_idle_buffers(idle, usage.write_buffer_share_bytes)
+            usage = memory_usage()
+        if not (usage.caches_over or usage.rocksdb_over):
+            return
         chore = Chore.SETTLE_AND_RELEASE if self._maintain_in_thread else Chore.RELEASE
         for held in idle:
             self._maintain(held, chore)
@@ -424,6 +430,24 @@ class Keeper:
             self._release(held, "memory pressure")
             if not memory_usage().under_pressure or _held_bytes() >= before:
                 return
+
+    def _write_idle_buffers(self, idle: list[KeptStore], share: int) -> None:
+        """Has idle stores write their buffers into RocksDB, least recently used first, while
+        together they hold more than ``share``, and does nothing else to them.
+
+        A store in use writes its own buffer once a call leaves the pool past its share, so
+        the pool passes it during a running task's call and comes back by itself: writing the
+        idle stores' buffers then would only move their writes out of the buffers their next
+        tasks read them from (measured: a fifth slower tasks, BENCHMARKS.md). What is past the
+        share in idle stores alone (a budget lowered under them) is theirs to give back."""
+        held_bytes = [(held, held.store.write_buffer_bytes) for held in idle]
+        excess = sum(n for _, n in held_bytes) - share
+        for held, n in held_bytes:
+            if excess <= 0:
+                return
+            if n:
+                self._maintain(held, Chore.WRITE_BUFFER)
+                excess -= n
 
     def _evict(self) -> None:
         with self._mutex:
@@ -467,6 +491,21 @@ _PROCESS_MUTEX = threading.Lock()
 
 
 __all__ = ["Chore", "DeferredWork", "Keeper", "KeptState", "KeptStore"]
+
+
+def _do(chore: Chore, held: KeptStore) -> None:
+    """The steps of ``chore`` on ``held`` (``Keeper._maintain`` holds it meanwhile)."""
+    if chore is Chore.WRITE_BUFFER:
+        held.store.release_memory(caches=False)
+        return
+    if chore is not Chore.RELEASE:
+        held.run_work()
+    if chore in (Chore.SETTLE, Chore.SETTLE_AND_RELEASE):
+        held.settle()
+    if chore is Chore.RELEASE:
+        held.store.flush()  # LOCAL.json left alone: the owner settles
+    if chore in (Chore.RELEASE, Chore.SETTLE_AND_RELEASE):
+        held.store.release_memory()
 
 
 def _held_bytes() -> int:
