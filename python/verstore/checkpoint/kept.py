@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from verstore._checks import check_whole
-from verstore._core import VersionedStore, memory_usage
+from verstore._core import StoreClosedError, VersionedStore, memory_usage
 from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState, SavedBuffer
@@ -440,7 +440,7 @@ class Keeper:
         idle stores' buffers then would only move their writes out of the buffers their next
         tasks read them from (measured: a fifth slower tasks, BENCHMARKS.md). What is past the
         share in idle stores alone (a budget lowered under them) is theirs to give back."""
-        held_bytes = [(held, held.store.write_buffer_bytes) for held in idle]
+        held_bytes = [(held, _buffer_bytes(held)) for held in idle]
         excess = sum(n for _, n in held_bytes) - share
         for held, n in held_bytes:
             if excess <= 0:
@@ -506,6 +506,15 @@ def _do(chore: Chore, held: KeptStore) -> None:
         held.store.flush()  # LOCAL.json left alone: the owner settles
     if chore in (Chore.RELEASE, Chore.SETTLE_AND_RELEASE):
         held.store.release_memory()
+
+
+def _buffer_bytes(held: KeptStore) -> int:
+    """What ``held``'s write buffer holds; 0 once it was closed (a release since the round
+    began: its memory is given back)."""
+    try:
+        return held.store.write_buffer_bytes
+    except StoreClosedError:
+        return 0
 
 
 def _held_bytes() -> int:
