@@ -90,6 +90,23 @@ impl<V> BoundedMap<V> {
         true
     }
 
+    /// [`BoundedMap::insert`] of `value` under `key` when the map holds `key` already (no copy
+    /// of the key): `Ok` with whether it forgot entries, `Err(value)` when it does not hold it.
+    pub(crate) fn replace(&mut self, key: &[u8], value: V) -> Result<bool, V> {
+        let weigh = self.weigh;
+        let Some(slot) = self.map.get_mut(key) else {
+            return Err(value);
+        };
+        let old = std::mem::replace(slot, value);
+        let bytes = (self.bytes + weigh(key, slot)).saturating_sub(weigh(key, &old));
+        self.set_bytes(bytes);
+        if self.bytes <= self.budget && !self.pool.is_over() {
+            return Ok(false);
+        }
+        self.forget_half();
+        Ok(true)
+    }
+
     /// Whether `value` under the new key `key` fits without forgetting.
     pub(crate) fn fits(&self, key: &[u8], value: &V) -> bool {
         (self.weigh)(key, value) <= self.room()

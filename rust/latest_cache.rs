@@ -211,6 +211,29 @@ impl LatestCache {
         }
     }
 
+    /// [`LatestCache::insert`] of a borrowed key, copied only when the cache takes it as a new
+    /// key: a write buffer's write replaces entries the cache mostly knows already.
+    pub(crate) fn insert_key(&self, key: &[u8], entry: Option<Vec<u8>>) {
+        let entry = {
+            let mut entries = self.inner.borrow_mut();
+            if let Some(ahead) = entries.ahead.get_mut(key) {
+                *ahead = entry;
+                return;
+            }
+            match entries.map.replace(key, entry) {
+                Ok(forgot) => {
+                    if forgot {
+                        entries.complete = false;
+                        entries.forgets += 1;
+                    }
+                    return;
+                }
+                Err(entry) => entry,
+            }
+        };
+        self.insert(key.to_vec(), entry);
+    }
+
     /// Records that RocksDB holds `entry` under `key`.
     pub(crate) fn insert(&self, key: Vec<u8>, entry: Option<Vec<u8>>) {
         let mut entries = self.inner.borrow_mut();
