@@ -164,6 +164,12 @@ impl<'s> Txn<'s> {
     }
 
     /// [`Txn::append`] of an operand made by `encode_append`.
+    /// Whether this transaction (or the write buffer it runs on) holds a write of the storage
+    /// key `key`: a read of it answers from here, not from storage.
+    pub(crate) fn holds_write_of(&self, key: &[u8]) -> bool {
+        self.overlay.decides(key)
+    }
+
     pub(crate) fn append_encoded(&mut self, key: StorageKey, operand: Vec<u8>) {
         if let Some(segment) = segment_of(&key).filter(|&s| s >= 0) {
             self.state.segments.insert(segment);

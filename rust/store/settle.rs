@@ -108,10 +108,21 @@ impl VersionedStore {
     }
 }
 
-/// Settles `entries` (storage key, latest-value entry) in `txn`.
+/// Settles `entries` (storage key, latest-value entry, as the pass read them) in `txn`.
+///
+/// An entry the transaction already holds a write of was written after the pass read it: the
+/// transaction's start settled it (an entry a merge found long, `store/transaction.rs`), or an
+/// earlier chunk's did, into the write buffer this one runs on. Its history then is in its
+/// rows already, and settling what the pass read would append it a second time (a row that
+/// merges inconsistently, read as corrupt): it is read again through the transaction.
 fn settle_all(txn: &mut Txn<'_>, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
     for (key, entry) in entries {
-        txn.settle_history(key.get(PREFIX_LEN..).unwrap_or_default(), entry)?;
+        let user_key = key.get(PREFIX_LEN..).unwrap_or_default();
+        if txn.holds_write_of(key) {
+            txn.settle_key(user_key)?;
+        } else {
+            txn.settle_history(user_key, entry)?;
+        }
     }
     Ok(())
 }

@@ -273,3 +273,28 @@ fn the_generated_runs_push() {
         assert!(pushed > 10, "{backing:?}: {pushed}");
     }
 }
+
+/// A shrunk case of the generated runs: reads merge the entry of `ab` and find its unsettled
+/// history long, so the settle's first transaction settles it at its start; the pass had read
+/// the entry before, and settled it again from what it read, appending `[10, 14)` to its row a
+/// second time (a poisoned row, read as corrupt).
+#[test]
+fn a_settle_pass_does_not_settle_again_an_entry_its_transaction_settled() {
+    let v = || Some(Vec::new());
+    let ops = [
+        Op::PutBatch(vec![(2, v(), 0)]),
+        Op::PutBatch(vec![(2, v(), 1)]),
+        Op::PutBatch(vec![(0, v(), 1), (2, v(), 0), (2, v(), 1), (2, v(), 1)]),
+        Op::PutBatch(vec![(2, v(), 1)]),
+        Op::Put {
+            key: 2,
+            value: v(),
+            dt: 4,
+        },
+        Op::PutBatch(vec![(0, v(), 1), (2, v(), 0), (2, v(), 4)]),
+        Op::Settle,
+    ];
+    for backing in PUSHING {
+        run(config(0, 1), backing, &ops).unwrap_or_else(|e| panic!("{backing:?}: {e}"));
+    }
+}
