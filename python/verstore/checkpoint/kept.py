@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from verstore._checks import check_whole
-from verstore._core import StoreClosedError, VersionedStore, memory_usage
+from verstore._core import MemoryUsage, StoreClosedError, VersionedStore, memory_usage
 from verstore.checkpoint import faults
 from verstore.checkpoint.layout import CommitRef
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState, SavedBuffer
@@ -418,17 +418,17 @@ class Keeper:
         if usage.write_buffers_over:
             self._write_idle_buffers(idle, usage.write_buffer_share_bytes)
             usage = memory_usage()
-        if not (usage.caches_over or usage.rocksdb_over):
+        if not _beyond_buffers(usage):
             return
         chore = Chore.SETTLE_AND_RELEASE if self._maintain_in_thread else Chore.RELEASE
         for held in idle:
             self._maintain(held, chore)
-            if not memory_usage().under_pressure:
+            if not _beyond_buffers(memory_usage()):
                 return
         for held in idle:
             before = _held_bytes()
             self._release(held, "memory pressure")
-            if not memory_usage().under_pressure or _held_bytes() >= before:
+            if not _beyond_buffers(memory_usage()) or _held_bytes() >= before:
                 return
 
     def _write_idle_buffers(self, idle: list[KeptStore], share: int) -> None:
@@ -506,6 +506,13 @@ def _do(chore: Chore, held: KeptStore) -> None:
         held.store.flush()  # LOCAL.json left alone: the owner settles
     if chore in (Chore.RELEASE, Chore.SETTLE_AND_RELEASE):
         held.store.release_memory()
+
+
+def _beyond_buffers(usage: MemoryUsage) -> bool:
+    """Whether the caches or RocksDB are past their shares: pressure that flushes, releases and
+    closes answer. The write buffers' alone are the running stores' own to answer, and
+    ``Keeper._write_idle_buffers``'."""
+    return usage.caches_over or usage.rocksdb_over
 
 
 def _buffer_bytes(held: KeptStore) -> int:
