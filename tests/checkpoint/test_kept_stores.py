@@ -635,6 +635,23 @@ def test_a_holder_whose_directory_was_replaced_writes_nothing_into_the_new_copy(
         holder.communicate()
 
 
+def _open_partition(tmp_path: Path, partition: int, version: int, keeper: Keeper) -> PartitionStore:
+    return PartitionStore.open(
+        str(tmp_path / "root"), "prices", partition, version, tmp_path / "local",
+        history_retention_ms=10**12, keeper=keeper,
+    )  # fmt: skip
+
+
+def _assert_kept_open_with(tmp_path: Path, keeper: Keeper, key: str, value: bytes) -> None:
+    """Partitions 0-2 open at version 1 from the stores ``keeper`` kept, each reading ``value``
+    under ``p<partition>-<key>``."""
+    for partition in range(3):
+        part = _open_partition(tmp_path, partition, 1, keeper)
+        assert part.stats.kept_open
+        assert part.store.get(f"p{partition}-{key}".encode()).value == value
+        part.abort()
+
+
 def test_only_write_buffers_past_their_share_cost_idle_stores_their_buffers(
     tmp_path: Path,
 ) -> None:
@@ -645,10 +662,7 @@ def test_only_write_buffers_past_their_share_cost_idle_stores_their_buffers(
     keeper = Keeper(background=False, max_stores=4)
     try:
         for partition in range(3):
-            part = PartitionStore.open(
-                str(tmp_path / "root"), "prices", partition, 0, tmp_path / "local",
-                history_retention_ms=10**12, keeper=keeper,
-            )  # fmt: skip
+            part = _open_partition(tmp_path, partition, 0, keeper)
             keys = [f"p{partition}-{i:06d}".encode() for i in range(10_000)]
             part.store.put_batch(keys, [b"v" * 64] * len(keys), list(range(len(keys))))
             part.store.release_memory()
@@ -670,14 +684,7 @@ def test_only_write_buffers_past_their_share_cost_idle_stores_their_buffers(
         assert after.cache_bytes >= before.cache_bytes  # not emptied
         assert after.memtable_bytes > before.memtable_bytes  # written, not flushed
         assert len(keeper.held()) == 3
-        for partition in range(3):
-            part = PartitionStore.open(
-                str(tmp_path / "root"), "prices", partition, 1, tmp_path / "local",
-                history_retention_ms=10**12, keeper=keeper,
-            )  # fmt: skip
-            assert part.stats.kept_open
-            assert part.store.get(f"p{partition}-009999".encode()).value == b"4" * 64
-            part.abort()
+        _assert_kept_open_with(tmp_path, keeper, "009999", b"4" * 64)
     finally:
         verstore.set_memory_limit(verstore.DEFAULT_MEMORY_LIMIT_MB)
         keeper.stop()
@@ -690,10 +697,7 @@ def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> No
     keeper = Keeper(background=False, max_stores=4)
     try:
         for partition in range(3):
-            part = PartitionStore.open(
-                str(tmp_path / "root"), "prices", partition, 0, tmp_path / "local",
-                history_retention_ms=10**12, keeper=keeper,
-            )  # fmt: skip
+            part = _open_partition(tmp_path, partition, 0, keeper)
             keys = [f"p{partition}-{i:06d}".encode() for i in range(20_000)]
             part.store.put_batch(keys, [b"v" * 64] * len(keys), list(range(len(keys))))
             part.commit()
@@ -707,14 +711,7 @@ def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> No
         assert not usage.under_pressure, usage
         assert usage.write_buffer_bytes < held_buffers
         assert len(keeper.held()) == 3  # given back, not closed
-        for partition in range(3):
-            part = PartitionStore.open(
-                str(tmp_path / "root"), "prices", partition, 1, tmp_path / "local",
-                history_retention_ms=10**12, keeper=keeper,
-            )  # fmt: skip
-            assert part.stats.kept_open
-            assert part.store.get(f"p{partition}-019999".encode()).value == b"v" * 64
-            part.abort()
+        _assert_kept_open_with(tmp_path, keeper, "019999", b"v" * 64)
     finally:
         verstore.set_memory_limit(verstore.DEFAULT_MEMORY_LIMIT_MB)
         keeper.stop()
