@@ -182,7 +182,7 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
     baseline = _status("VmRSS")
     _reset_peak()
     target: Any = KINDS[kind](root, stores, budget_mb)
-    put_s, batch = 0.0, 0
+    put_s, put_cpu, batch = 0.0, 0.0, 0
     for version in range(VERSIONS):
         for start in range(0, keys, batch_rows):
             n = min(batch_rows, keys - start)
@@ -191,17 +191,18 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
             first = version * keys + start
             times = pa.array(np.arange(first, first + n, dtype=np.int64))
             if kind == "verstore":
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 target.put(batch, key_slice, values, times)
             elif kind == "raw_rmw":
                 rows = key_slice.to_pylist(), values.to_pylist(), times.to_pylist()
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 target.put_versions(*rows)
             else:
                 names, value_list = target.entries(key_slice, times), values.to_pylist()
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 target.put(names, value_list)
             put_s += time.perf_counter() - began
+            put_cpu += time.process_time() - cpu
             batch += 1
     peak_put = _status("VmHWM") - baseline
     probe_keys = rng.integers(0, keys, PROBES)
@@ -223,7 +224,7 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
             target.db.get(names)
         read_s += time.perf_counter() - began
     target.close()
-    reopened_s = 0.0
+    reopened_s, reopened_cpu = 0.0, 0.0
     if kind != "raw_rmw":
         target.reopen()
         probe_keys = rng.integers(0, keys, PROBES)
@@ -235,13 +236,14 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
             probe = key_array.take(pa.array(index))
             if kind == "verstore":
                 times = probe_times[start : start + PROBE_BATCH]
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 target.read(owner[start : start + PROBE_BATCH], probe, times)
             else:
                 names = target.entries(probe, pa.array(newest[start : start + PROBE_BATCH]))
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 target.db.get(names)
             reopened_s += time.perf_counter() - began
+            reopened_cpu += time.process_time() - cpu
         target.close()
     peak = _status("VmHWM") - baseline
     disk = _disk_bytes(root)
@@ -260,6 +262,10 @@ def run(kind: str, keys: int, budget_mb: int, stores: int, batch_rows: int) -> d
         "put_rows_per_s": versions / put_s,
         "read_rows_per_s": PROBES / read_s if read_s else None,
         "reopened_read_rows_per_s": PROBES / reopened_s if reopened_s else None,
+        # CPU time of the whole process (RocksDB's threads included) while the calls ran: what
+        # a shared machine moves least, where wall rates move with the neighbours' load.
+        "put_cpu_us": put_cpu / versions * 1e6,
+        "reopened_read_cpu_us": reopened_cpu / PROBES * 1e6 if reopened_s else None,
         "peak_put_mb": peak_put,
         "peak_mb": peak,
         "after_close_mb": after_close,
