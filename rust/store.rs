@@ -451,6 +451,15 @@ impl VersionedStore {
         self.kind.buffer().map_or(0, WriteBuffer::bytes)
     }
 
+    /// Bytes RocksDB's memtables hold, active and unflushed (0 in memory): what a flush, and so
+    /// a handoff's close ([`VersionedStore::close_keeping_buffer`]), would write to SST files.
+    ///
+    /// # Errors
+    /// Storage errors reading RocksDB's property.
+    pub fn memtable_bytes(&self) -> Result<u64> {
+        self.backend.memtable_bytes()
+    }
+
     /// Gives back the write buffer's memory alone: writes it to RocksDB and frees its room;
     /// the caches stay warm for the store's next call. For a holder of idle stores when the
     /// process's write buffers are past their share (`memory_usage().write_buffers_over()`):

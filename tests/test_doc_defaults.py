@@ -450,6 +450,24 @@ STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
         float,
         _keeper_default("idle_s"),
     ),
+    (
+        "docs/checkpoint.md",
+        r"`flush_s` \((\d+\.\d+) s\)|idle for (\d+\.\d+) s while no task|well within (\d+\.\d+) s",
+        float,
+        _keeper_default("flush_s"),
+    ),
+    (
+        "docs/spark.md",
+        r"idle for (\d+\.\d+) s while no task",
+        float,
+        _keeper_default("flush_s"),
+    ),
+    (
+        "docs/checkpoint.md",
+        r"`flush_min_bytes` \((\d+) MiB\)",
+        lambda mib: int(mib) << 20,
+        _keeper_default("flush_min_bytes"),
+    ),
 ]
 
 

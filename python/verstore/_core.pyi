@@ -515,11 +515,20 @@ class VersionedStore:
         """
     def create_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Writes a consistent copy (a RocksDB checkpoint) into the new directory ``path``."""
-    def flush(self) -> None:
+    def flush(self, *, write_buffer: bool = True) -> None:
         """Writes the write buffer to RocksDB and flushes its memtables to SST files (no-op in
         memory).
 
+        Args:
+            write_buffer: False to flush the memtables alone, leaving the write buffer as it
+                is: what a holder of an idle store does so that a later
+                :meth:`close_keeping_buffer` has little to flush, while the store's next call
+                still finds its writes in the buffer and its caches warm. The writes in the
+                buffer are then still in no file (:attr:`memtable_bytes` says what is left to
+                flush).
+
         Raises:
+            StoreClosedError: The store is closed.
             StorageError: The write or the flush failed (a full disk, an I/O error). When the
                 write buffer could not be written, the store has *failed*: see the class.
         """
@@ -549,6 +558,11 @@ class VersionedStore:
     @property
     def write_buffer_bytes(self) -> int:
         """Bytes the write buffer holds now (0 with a write-ahead log, or once written)."""
+    @property
+    def memtable_bytes(self) -> int:
+        """Bytes RocksDB's memtables hold now, active and unflushed (0 in memory): what a
+        flush, or :meth:`close_keeping_buffer`, would write to SST files. An empty memtable
+        counts 2 KiB."""
     def release_memory(self, *, caches: bool = True) -> None:
         """Gives back the memory the store holds between calls: writes its write buffer to
         RocksDB (and frees the buffer's room) and, with ``caches``, empties its caches; what it

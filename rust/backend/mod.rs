@@ -96,6 +96,10 @@ pub(crate) trait Backend: Send {
     fn flush(&self) -> Result<()>;
     /// Empties the backend's own caches (the memory budget wants their memory back).
     fn release_caches(&self) {}
+    /// Bytes in active and unflushed memtables (none in memory): what a flush would write.
+    fn memtable_bytes(&self) -> Result<u64> {
+        Ok(0)
+    }
     /// Where the data lives, for messages.
     fn location(&self) -> String;
     /// Writes a consistent copy of the data into the new directory `dir` (RocksDB checkpoint:

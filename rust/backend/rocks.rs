@@ -541,6 +541,13 @@ impl Backend for RocksBackend {
         self.db.flush().map_err(|e| self.storage_error(e))
     }
 
+    fn memtable_bytes(&self) -> Result<u64> {
+        self.db
+            .property_int_value("rocksdb.cur-size-all-mem-tables")
+            .map(Option::unwrap_or_default)
+            .map_err(|e| self.storage_error(e))
+    }
+
     fn location(&self) -> String {
         format!("store at {}", self.path.display())
     }
@@ -634,7 +641,7 @@ impl Backend for RocksBackend {
             exact: None,
             keys_estimate: property("rocksdb.estimate-num-keys")?,
             disk_bytes: property("rocksdb.total-sst-files-size")? + wal_bytes,
-            memtable_bytes: property("rocksdb.cur-size-all-mem-tables")?,
+            memtable_bytes: self.memtable_bytes()?,
         })
     }
 

@@ -240,6 +240,11 @@ impl PyVersionedStore {
     }
 
     #[getter]
+    fn memtable_bytes(&self, py: Python<'_>) -> PyResult<u64> {
+        self.inner.with(py, |s| s.memtable_bytes())
+    }
+
+    #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
         self.inner.lock(py).is_none()
     }
@@ -249,8 +254,13 @@ impl PyVersionedStore {
         self.inner.detached(py, |s| s.checkpoint(&path))
     }
 
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.inner.detached(py, VersionedStore::flush)
+    #[pyo3(signature = (*, write_buffer = true))]
+    fn flush(&self, py: Python<'_>, write_buffer: bool) -> PyResult<()> {
+        if write_buffer {
+            self.inner.detached(py, VersionedStore::flush)
+        } else {
+            self.inner.detached(py, VersionedStore::flush_memtables)
+        }
     }
 
     fn settle(&self, py: Python<'_>) -> PyResult<()> {

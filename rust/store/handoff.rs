@@ -1,13 +1,15 @@
 //! A store handed from one process to another with its write buffer: closed into a saved
 //! buffer file, and opened again with it (`overlay/saved.rs`; docs/checkpoint.md, "Stores kept
-//! open").
+//! open"). The close flushes RocksDB's memtables on the path of the process waiting for the
+//! store; the holder of an idle store can flush them ahead of it, leaving the write buffer to
+//! the store's next task ([`VersionedStore::flush_memtables`]).
 
 use std::path::Path;
 
 use super::VersionedStore;
 use super::kind::StoreKind;
 use crate::error::{Error, Result};
-use crate::overlay::{PendingWrites, SavedBuffer};
+use crate::overlay::{PendingWrites, SavedBuffer, WriteBuffer};
 
 impl VersionedStore {
     /// Closes the store, leaving its write buffer's pending writes in the new file `path`
@@ -45,6 +47,28 @@ impl VersionedStore {
             drop(e); // no thread to spare: freed here, as it would have been
         }
         saved
+    }
+
+    /// Flushes RocksDB's memtables to SST files and leaves the write buffer as it is: for the
+    /// holder of an idle store, so that a later [`VersionedStore::close_keeping_buffer`] finds
+    /// little to flush, while the store's next task still finds its writes in the buffer (where
+    /// its reads are cheapest) and its caches warm. The deferred metadata is settled first, as
+    /// a flush does. Writes still in the buffer are in no file: the directory holds less than
+    /// the store, as before the call (a crash loses them either way; durability is the
+    /// caller's, with `flush` or a changelog).
+    ///
+    /// # Errors
+    /// [`Error::Failed`] for a failed store; storage errors.
+    pub fn flush_memtables(&mut self) -> Result<()> {
+        self.check_usable()?;
+        self.settle_metadata()?;
+        self.backend.flush()?;
+        if self.kind.buffer().is_none_or(WriteBuffer::is_empty) {
+            // Storage holds every accepted write, as after `flush`: the durable horizon moves.
+            // Otherwise the buffer's writes (its stream time among them) are not durable yet.
+            self.note_durable();
+        }
+        Ok(())
     }
 
     /// Restores the write buffer that [`VersionedStore::close_keeping_buffer`] saved as

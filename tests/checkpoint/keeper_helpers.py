@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from verstore import VersionedStore
 from verstore.checkpoint.kept import Keeper
 
 
@@ -15,3 +18,10 @@ def discard_all(keeper: Keeper) -> None:
             keeper._wait_for(held)
     for held in entries:
         held.drop()
+
+
+def kept_store(keeper: Keeper, directory: Path) -> VersionedStore:
+    """The open store ``keeper`` holds for the local copy ``directory``, to look at (its
+    sizes) while it stays the keeper's."""
+    with keeper._mutex:
+        return keeper._held[directory].store

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import verstore
 from checkpoint_helpers import cut_in_half, flip_byte
-from keeper_helpers import discard_all
+from keeper_helpers import discard_all, kept_store
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
 from verstore.checkpoint.kept import Keeper
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
-from verstore.exceptions import FencedError
+from verstore.exceptions import FencedError, StoreLockedError
 
 OPTIONS = CheckpointOptions(snapshot_interval=3, lock_timeout_s=20)
 
@@ -714,4 +714,86 @@ def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> No
         _assert_kept_open_with(tmp_path, keeper, "019999", b"v" * 64)
     finally:
         verstore.set_memory_limit(verstore.DEFAULT_MEMORY_LIMIT_MB)
+        keeper.stop()
+
+
+def _fill_memtables_and_buffer(part: PartitionStore) -> list[bytes]:
+    """Partition ``part.partition``'s keys: their first versions written into RocksDB's
+    memtables and read into the caches, a second version of some left in the write buffer."""
+    keys = [f"p{part.partition}-{i:06d}".encode() for i in range(10_000)]
+    part.store.put_batch(keys, [b"v" * 64] * len(keys), list(range(len(keys))))
+    part.store.release_memory(caches=False)  # the buffer into the memtables
+    part.store.get_batch(keys, 10**9)
+    times = [10**6 + i for i in range(1_000)]
+    part.store.put_batch(keys[:1_000], [b"w" * 64] * 1_000, times)
+    assert part.store.memtable_bytes > 1 << 20
+    assert part.store.write_buffer_bytes > 0
+    return keys
+
+
+def _wait_for_flush(keeper: Keeper, directory: Path) -> int:
+    """The bytes the memtables of the store ``keeper`` holds for ``directory`` hold once its
+    thread flushed them (or after 10 s)."""
+    store = kept_store(keeper, directory)
+    deadline = time.monotonic() + 10
+    while store.memtable_bytes >= keeper.flush_min_bytes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return store.memtable_bytes
+
+
+def test_the_keepers_thread_flushes_an_idle_stores_memtables_and_keeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    """No task of the process holds a store: the keeper's thread flushes the memtables of a
+    store unused for ``flush_s`` (what a handoff would flush on the waiting task's path), and
+    leaves its write buffer and caches to its next task; the store stays unsettled."""
+    keeper = Keeper(flush_s=0.05, settle_s=60, poll_s=0.01)
+    try:
+        part = _open_partition(tmp_path, 0, 0, keeper)
+        keys = _fill_memtables_and_buffer(part)
+        directory, buffered = part._local.dir, part.store.write_buffer_bytes
+        caches = verstore.memory_usage().cache_bytes
+        part.commit()
+        assert _wait_for_flush(keeper, directory) < keeper.flush_min_bytes
+        assert kept_store(keeper, directory).write_buffer_bytes == buffered
+        assert verstore.memory_usage().cache_bytes >= caches
+        assert keeper.held() == [directory]
+        assert copy_state(tmp_path / "local")["clean"] is False  # db/ lacks the buffer
+        part = _open_partition(tmp_path, 0, 1, keeper)
+        assert part.stats.kept_open
+        assert part.store.get(keys[0]).value == b"w" * 64
+        assert part.store.get(keys[-1]).value == b"v" * 64
+        part.abort()
+    finally:
+        keeper.stop()
+
+
+def test_no_memtables_are_flushed_while_a_task_of_the_process_holds_a_store(
+    tmp_path: Path,
+) -> None:
+    """A task of the process holds a store (here: partition 1's, opened without a kept store),
+    so the idle store of partition 0 keeps its memtables; an open that fails waiting for a lock
+    holds none after it; once the task ends, the idle store's memtables are flushed."""
+    keeper = Keeper(flush_s=0.05, settle_s=60, poll_s=0.01)
+    try:
+        task = _open_partition(tmp_path, 1, 0, keeper)
+        part = _open_partition(tmp_path, 0, 0, keeper)
+        _fill_memtables_and_buffer(part)
+        directory, in_memtables = part._local.dir, part.store.memtable_bytes
+        part.commit()
+        time.sleep(0.5)  # ten times flush_s
+        assert kept_store(keeper, directory).memtable_bytes == in_memtables
+        other = LocalCopy(tmp_path / "local", "prices", "default", 2)
+        other.lock(1)
+        with pytest.raises(StoreLockedError):
+            PartitionStore.open(
+                str(tmp_path / "root"), "prices", 2, 0, tmp_path / "local",
+                history_retention_ms=10**12, keeper=keeper,
+                options=CheckpointOptions(lock_timeout_s=0.1),
+            )  # fmt: skip
+        other.unlock()
+        assert kept_store(keeper, directory).memtable_bytes == in_memtables
+        task.abort()
+        assert _wait_for_flush(keeper, directory) < keeper.flush_min_bytes
+    finally:
         keeper.stop()

@@ -3,10 +3,10 @@
 A :class:`Keeper` lets a committed store stay open in the process that committed it, with its
 local copy's lock held, so that the partition's next task in that process finds it open and
 the commit writes its changelog and nothing else on the task's path. Its thread does the rest
-(a snapshot when one is due, settling idle stores, handing stores over to a process that asks,
-closing idle ones and giving memory back under pressure). Nothing held here is needed for
-durability: the commit's changelog is. The rules, the handoff and the states of a kept store:
-docs/checkpoint.md, "Stores kept open".
+(a snapshot when one is due, settling idle stores, flushing their memtables ahead of a handoff,
+handing stores over to a process that asks, closing idle ones and giving memory back under
+pressure). Nothing held here is needed for durability: the commit's changelog is. The rules,
+the handoff and the states of a kept store: docs/checkpoint.md, "Stores kept open".
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ class Chore(Enum):
     #: Writes its write buffer into RocksDB, and nothing else: its caches and memtables stay
     #: for its next task. What the store in use needs when the write buffers' pool is full.
     WRITE_BUFFER = "write buffer"
+    #: Flushes RocksDB's memtables, and nothing else: its write buffer and caches stay for its
+    #: next task, ``LOCAL.json`` as it is. So that a handoff finds little to flush on the path
+    #: of the task waiting for the store (``KeptStore.flush_memtables``).
+    FLUSH_MEMTABLES = "flush memtables"
 
 
 @dataclass(eq=False)
@@ -143,6 +147,15 @@ class KeptStore:
         self.store.flush()
         self.local.write_state(LocalState.clean_at(self.copy_of, self.commit, self.uploaded))
         self._state = KeptState.SETTLED
+
+    def flush_memtables(self) -> None:
+        """``UNSETTLED``: flushes RocksDB's memtables, leaving the write buffer and the caches
+        as they are, so that a handoff (:meth:`end`) has little left to flush on the path of
+        the task waiting for the store. The state and ``LOCAL.json`` (dirty) stay: ``db/`` is
+        the commit only with the buffer, which is in no file. A ``SETTLED`` store's memtables
+        are empty already; a ``DUE`` one's work comes first."""
+        if self._state is KeptState.UNSETTLED:
+            self.store.flush(write_buffer=False)
 
     def take(self) -> bool:
         """Hands a live store to a task's session, running any deferred work first (a snapshot
@@ -224,10 +237,11 @@ class KeptStore:
 class Keeper:
     """The stores a process keeps open between tasks.
 
-    One lock, the keeper's, guards which stores it holds and which of them it is working on;
-    a store belongs to exactly one owner at a time: the keeper while it holds it idle, the
-    keeper's work while ``working`` is set (the work runs outside the lock; whoever wants the
-    store waits for it to end), and a task once :meth:`take` returned it.
+    One lock, the keeper's, guards which stores it holds, which of them it is working on and
+    how many tasks hold a store; a store belongs to exactly one owner at a time: the keeper
+    while it holds it idle, the keeper's work while ``working`` is set (the work runs outside
+    the lock; whoever wants the store waits for it to end), and a task once :meth:`take`
+    returned it.
 
     Args:
         idle_s: Close a store left unused this long.
@@ -235,10 +249,15 @@ class Keeper:
             that a process that dies after it leaves a copy that is reused, not rebuilt.
         max_stores: Keep at most this many open; beyond, the least recently used close.
         poll_s: How often the thread looks for handoff requests and idle stores.
+        flush_s: Flush the memtables (not the write buffer) of a store left unused this long
+            while no task of the process holds a store, so that a handoff finds them flushed
+            (``_flush_idle_memtables`` says why then).
+        flush_min_bytes: Flush them only when they hold at least this many bytes.
         background: Whether a thread of the keeper hands stores over and closes idle ones
             (without one, the owner calls :meth:`tick`).
-        maintain: Whether that thread also runs the work commits deferred (without, the owner
-            calls :meth:`run_maintenance`: a deterministic simulation does).
+        maintain: Whether that thread also runs the work commits deferred and flushes idle
+            stores' memtables (without, the owner calls :meth:`run_maintenance`: a
+            deterministic simulation does).
     """
 
     def __init__(
@@ -248,13 +267,19 @@ class Keeper:
         settle_s: float = 10.0,
         max_stores: int = 8,
         poll_s: float = 0.02,
+        flush_s: float = 0.25,
+        flush_min_bytes: int = 1 << 20,
         background: bool = True,
         maintain: bool = True,
     ) -> None:
         check_whole(max_stores, "max_stores", 1)
         self.idle_s, self.settle_s, self.max_stores = idle_s, settle_s, max_stores
         self.poll_s = poll_s
+        self.flush_s, self.flush_min_bytes = flush_s, flush_min_bytes
         self._held: dict[Path, KeptStore] = {}
+        #: Tasks that asked for a store (:meth:`take`) and hold one still: not kept back
+        #: (:meth:`keep`) nor ended otherwise (:meth:`end_task`).
+        self._tasks = 0
         self._mutex = threading.Lock()
         #: Notified whenever work on a store ends (``KeptStore.working`` cleared).
         self._work_ended = threading.Condition(self._mutex)
@@ -269,8 +294,11 @@ class Keeper:
 
     def take(self, directory: Path) -> KeptStore | None:
         """The store held for the local copy ``directory``, now the caller's (its deferred
-        work done first), or None."""
+        work done first), or None. Either way the caller's task now counts as holding a store
+        (one it opens itself when none is held) until it keeps it (:meth:`keep`) or ends
+        (:meth:`end_task`)."""
         with self._mutex:
+            self._tasks += 1
             held = self._held.pop(directory, None)
             self._wait_for(held)
         if held is None or not held.live:  # None, or dropped by its failed work
@@ -282,9 +310,11 @@ class Keeper:
 
     def keep(self, held: KeptStore) -> None:
         """Holds a committed store until a task takes it, another process asks for it, it is
-        idle for ``idle_s`` or more than ``max_stores`` are held."""
+        idle for ``idle_s`` or more than ``max_stores`` are held. The task that took it (or
+        opened it) holds no store any more."""
         held.idle_since = time.monotonic()
         with self._mutex:
+            self._tasks -= 1
             previous = self._held.pop(held.local.dir, None)
             self._held[held.local.dir] = held
             self._wait_for(previous)
@@ -295,6 +325,12 @@ class Keeper:
             self._wake.set()
         else:
             self._evict()
+
+    def end_task(self) -> None:
+        """A task that asked for a store (:meth:`take`) ended without keeping it (aborted,
+        failed, or its store closed): it holds no store any more."""
+        with self._mutex:
+            self._tasks -= 1
 
     def held(self) -> list[Path]:
         """The local copies whose stores are held (for tests and metrics)."""
@@ -310,7 +346,8 @@ class Keeper:
 
     def tick(self) -> None:
         """One round: hands over stores other processes ask for, closes idle and surplus ones,
-        and (with a thread) runs the deferred work of commits."""
+        gives memory back under pressure, and (with a thread) runs the deferred work of
+        commits and flushes an idle store's memtables."""
         now = time.monotonic()
         with self._mutex:
             entries = list(self._held.values())
@@ -327,6 +364,8 @@ class Keeper:
                 self._maintain(held, Chore.WORK if held.state is KeptState.DUE else Chore.SETTLE)
         self._evict()
         self._relieve_memory()
+        if self._maintain_in_thread:
+            self._flush_idle_memtables(now)
 
     def run_maintenance(self, *, settle: bool = False) -> None:
         """Runs every held store's deferred commit work now, in the calling thread; with
@@ -449,6 +488,39 @@ class Keeper:
                 self._maintain(held, Chore.WRITE_BUFFER)
                 excess -= n
 
+    def _flush_idle_memtables(self, now: float) -> None:
+        """While no task of this process holds a store: flushes the memtables of one store
+        unused for ``flush_s`` that holds ``flush_min_bytes`` or more in them, the longest
+        unused first, so that a handoff of it later flushes little on the waiting task's path.
+
+        Why only then: a task of this process that takes the store while its memtables flush
+        waits for the flush (``take``), and every flush makes one more level-0 file (each
+        overlaps the whole key range, so more of them mean more compaction), where a store
+        taken back soon would have put more writes into one. A running task of this process
+        is a sign that its stores come back soon, and the flush would take a core from it; a
+        worker given tasks back to back (one stage's) starts the next well within ``flush_s``,
+        so a store unused that long waits for a later micro-batch, whose task for it another
+        process may be given. Below a MiB (an empty memtable counts 2 KiB) a handoff's flush
+        costs its waiter a few milliseconds: not worth the file. One store a round, so that a
+        handoff asked meanwhile (checked first, every round) waits for one flush at most."""
+        with self._mutex:
+            if self._tasks > 0:
+                return
+            idle = sorted(
+                (
+                    h
+                    for h in self._held.values()
+                    if h.state is KeptState.UNSETTLED
+                    and not h.working
+                    and now - h.idle_since >= self.flush_s
+                ),
+                key=lambda h: h.idle_since,
+            )
+        for held in idle:
+            if _memtable_bytes(held) >= self.flush_min_bytes:
+                self._maintain(held, Chore.FLUSH_MEMTABLES)
+                return
+
     def _evict(self) -> None:
         with self._mutex:
             surplus = sorted(self._held.values(), key=lambda h: h.idle_since)
@@ -498,6 +570,9 @@ def _do(chore: Chore, held: KeptStore) -> None:
     if chore is Chore.WRITE_BUFFER:
         held.store.release_memory(caches=False)
         return
+    if chore is Chore.FLUSH_MEMTABLES:
+        held.flush_memtables()
+        return
     if chore is not Chore.RELEASE:
         held.run_work()
     if chore in (Chore.SETTLE, Chore.SETTLE_AND_RELEASE):
@@ -520,6 +595,14 @@ def _buffer_bytes(held: KeptStore) -> int:
     began: its memory is given back)."""
     try:
         return held.store.write_buffer_bytes
+    except StoreClosedError:
+        return 0
+
+
+def _memtable_bytes(held: KeptStore) -> int:
+    """What ``held``'s memtables hold; 0 once it was closed (released since the round began)."""
+    try:
+        return held.store.memtable_bytes
     except StoreClosedError:
         return 0
 

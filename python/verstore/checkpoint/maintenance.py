@@ -401,7 +401,8 @@ class AfterCommit:
     """The steps after commit ``new`` of a kept store, as a value its keeper runs
     (``kept.DeferredWork``): when a snapshot is due, a flush and :func:`after_commit`; else
     nothing until the keeper settles the store (a store taken again soon then gets many
-    micro-batches into one flush, or RocksDB's own when its memtables fill). It holds what the
+    micro-batches into one flush, RocksDB's own when its memtables fill, or the keeper's of its
+    memtables alone when it idles). It holds what the
     commit's session knew (no session: that ended with the commit), and runs on the store and
     local copy of whoever holds them then.
     """

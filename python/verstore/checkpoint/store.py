@@ -93,6 +93,9 @@ class PartitionStore:
     _pinned: Partitioning | None
     #: Where a commit leaves the store open for the next task (None: it closes it).
     _keeper: Keeper | None
+    #: Whether the keeper counts this session as a task holding a store (``Keeper.take``),
+    #: until it keeps the store or ends (``_end_keeper_task``).
+    _keeper_task: bool
 
     def __init__(self) -> None:  # use open()
         raise TypeError("use PartitionStore.open(...)")
@@ -194,14 +197,11 @@ class PartitionStore:
         self._start(location, partition, version, lineage, read_only, memory_limit_mb)
         self._pinned = partitioning
         self._keeper = None if read_only else keeper
-        kept = self._keeper.take(self._local.dir) if self._keeper else None
-        if kept is not None:
-            self._local = kept.local  # its lock is held
-        elif read_only:
-            # A reader takes no lock: it would make a worker hand over the query's kept store.
-            self._local.dir.mkdir(parents=True, exist_ok=True)
-        else:
-            self._local.lock(self._options.lock_timeout_s)
+        try:
+            kept = self._take_or_lock()
+        except BaseException:
+            self._end_keeper_task()
+            raise
         try:
             self._open_locked(lineage_files, progress, kept)
         except BaseException:
@@ -212,6 +212,22 @@ class PartitionStore:
             raise
         self.stats.seconds = time.monotonic() - started
         return self
+
+    def _take_or_lock(self) -> KeptStore | None:
+        """The store the keeper holds for the local copy, with its lock, if it holds one;
+        else takes the lock (a reader none)."""
+        kept = None
+        if self._keeper is not None:
+            self._keeper_task = True
+            kept = self._keeper.take(self._local.dir)
+        if kept is not None:
+            self._local = kept.local  # its lock is held
+        elif self.read_only:
+            # A reader takes no lock: it would make a worker hand over the query's kept store.
+            self._local.dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self._local.lock(self._options.lock_timeout_s)
+        return kept
 
     def _start(
         self,
@@ -232,6 +248,7 @@ class PartitionStore:
         self._store = None
         self._uploaded = {}
         self._attempt = layout.new_attempt()
+        self._keeper_task = False
 
     def _open_locked(
         self, lineage_files: LineageFiles, progress: Progress | None, kept: KeptStore | None
@@ -378,7 +395,10 @@ class PartitionStore:
         finally:
             local.unlink(missing_ok=True)
         if self._keeper is not None:
-            self._keep(store, new, stats)
+            try:
+                self._keep(store, new, stats)
+            finally:
+                self._end_keeper_task()  # when the store was not kept (keep ends the task)
             return new.version
         try:
             faults.step("after_changelog")
@@ -435,6 +455,7 @@ class PartitionStore:
                 held.drop()
                 raise
         assert self._keeper is not None
+        self._keeper_task = False
         self._keeper.keep(held)
 
     def _after_commit(
@@ -646,6 +667,14 @@ class PartitionStore:
             if self.read_only:
                 shutil.rmtree(self._local.db, ignore_errors=True)
             self._local.unlock()
+            self._end_keeper_task()
+
+    def _end_keeper_task(self) -> None:
+        """Tells the keeper, once, that this session holds no store of it any more."""
+        if self._keeper_task:
+            self._keeper_task = False
+            assert self._keeper is not None
+            self._keeper.end_task()
 
     def _release_quietly(self, what: str) -> bool:
         """:meth:`_release`, logging a failure of ``Exception`` kind instead of raising it (an

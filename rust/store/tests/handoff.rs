@@ -1,5 +1,6 @@
 //! A store handed to another process with its write buffer (`store/handoff.rs`): the directory
 //! and the saved file are the store; a file that is not what was saved is corruption naming it.
+//! Its memtables flushed ahead of the handoff, the buffer stays and every read is the same.
 
 use std::path::{Path, PathBuf};
 
@@ -190,4 +191,67 @@ fn a_buffer_that_cannot_be_saved_is_written_into_the_directory() {
         &observe(&model, &keys, &plan),
     )
     .expect("every write is in the directory");
+}
+
+#[test]
+fn flushing_the_memtables_alone_keeps_the_buffer_and_every_read() {
+    let config = config(10_000, 500);
+    let keys_owned = script_keys();
+    let keys: Vec<&[u8]> = keys_owned.iter().map(Vec::as_slice).collect();
+    let writes = scripted_writes();
+    let (first, second) = writes.split_at(200);
+    let mut model = Model::new(config);
+    for (key, value, ts) in &writes {
+        model.put(key, value.as_deref(), *ts);
+    }
+    let plan = Plan::wide(model.stream_time, 10_000);
+    let expected = observe(&model, &keys, &plan);
+    for handed_over in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The first writes in the memtables, the rest in the write buffer.
+        let mut store = store_with(dir.path(), config, first);
+        let empty = store.memtable_bytes().expect("memtable bytes");
+        store.release_write_buffer().expect("write the buffer");
+        for (key, value, ts) in second {
+            store.put(key, value.as_deref(), *ts).expect("put");
+        }
+        let in_memtables = store.memtable_bytes().expect("memtable bytes");
+        let in_buffer = store.write_buffer_bytes();
+        assert!(
+            in_memtables > empty && in_buffer > 0,
+            "{in_memtables}, {in_buffer}"
+        );
+
+        store.flush_memtables().expect("flush the memtables");
+        let flushed = store.memtable_bytes().expect("memtable bytes");
+        assert!(flushed <= empty, "{flushed} after the flush, {empty} empty");
+        assert_eq!(store.write_buffer_bytes(), in_buffer, "the buffer is left");
+        assert_same(&observe(&store, &keys, &plan), &expected).expect("same reads after it");
+
+        if handed_over {
+            let file = saved_beside(dir.path());
+            let saved = store
+                .close_keeping_buffer(&file)
+                .expect("close keeping the buffer");
+            store = VersionedStore::open_with(dir.path(), config, buffered()).expect("reopen");
+            store.load_buffer(&file, saved).expect("load");
+            assert_same(&observe(&store, &keys, &plan), &expected).expect("after the handoff");
+        }
+        store.close().expect("close");
+        let store = VersionedStore::open_with(dir.path(), config, buffered()).expect("reopen");
+        assert_eq!(store.observed_stream_time(), model.stream_time);
+        assert_same(&observe(&store, &keys, &plan), &expected).expect("same reads reopened");
+    }
+}
+
+#[test]
+fn an_in_memory_store_has_no_memtable_to_flush() {
+    let mut store = VersionedStore::in_memory(config(10_000, 500));
+    store.put(b"k", Some(b"v"), 1).expect("put");
+    store.flush_memtables().expect("flush the memtables");
+    assert_eq!(store.memtable_bytes().expect("memtable bytes"), 0);
+    assert_eq!(
+        store.get(b"k").expect("get").map(|r| r.value),
+        Some(b"v".to_vec())
+    );
 }
