@@ -343,10 +343,10 @@ def large_state_table(py: list[Result]) -> list[str]:
     if not runs:
         return []
     lines = [
-        "| keys (versions) | store | budget | put rows/s | x raw | x raw_rmw | as-of read rows/s "
-        "| x raw | reopened, random times | x raw | peak RSS over baseline | after close "
-        "| disk bytes/version | x raw |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| keys (versions) | store | budget | put rows/s | x raw | x raw_rmw | CPU a put "
+        "| as-of read rows/s | x raw | reopened, random times | x raw | CPU a reopened read "
+        "| peak RSS over baseline | after close | disk bytes/version | x raw |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in runs:
         verstore = e["kind"] == "verstore"
@@ -355,13 +355,17 @@ def large_state_table(py: list[Result]) -> list[str]:
         def x(name: str, e: dict[str, Any] = e) -> str:
             return f"{e[name]:.2f}" if name in e else "-"
 
+        def cpu(name: str, e: dict[str, Any] = e) -> str:
+            return f"{e[name]:.2f} µs" if e.get(name) is not None else "-"
+
         read = rate_text(e["read_rows_per_s"]) if e.get("read_rows_per_s") else "-"
         cold = e.get("reopened_read_rows_per_s")
         reopened = rate_text(cold) if cold else "-"
         lines.append(
             f"| {e['keys']:,} ({4 * e['keys']:,}) | {e['kind']} | {budget} | "
             f"{rate_text(e['put_rows_per_s'])} | {x('put_x_raw')} | {x('put_x_raw_rmw')} | "
-            f"{read} | {x('read_x_raw')} | {reopened} | {x('reopened_read_x_raw')} | "
+            f"{cpu('put_cpu_us')} | {read} | {x('read_x_raw')} | {reopened} | "
+            f"{x('reopened_read_x_raw')} | {cpu('reopened_read_cpu_us')} | "
             f"{e['peak_mb']:.0f} MB | "
             f"{e['after_close_mb']:.0f} MB | {e['disk_bytes_per_version']:.1f} | "
             f"{x('disk_x_raw')} |"
