@@ -5,9 +5,9 @@ ceiling of any store that reads a key's newest version before writing), then ver
 
 Reported per run (``extra_info``): put and as-of read rows/s (warm, at version times; and on
 the reopened store at random times, against raw's point reads of the newest entries), the ratio
-of each to raw's in the same run, the process's CPU time a put and a reopened read, peak RSS over the process's baseline, RSS after every store
-closed, disk bytes per version. The benchmark's own time is the whole child (data generation
-included): read the figures, not it.
+of each to raw's in the same run, the process's CPU time a put and a reopened read, peak RSS
+over the process's baseline, RSS after every store closed, disk bytes per version. The
+benchmark's own time is the whole child (data generation included): read the figures, not it.
 
 Sizes: ``VERSTORE_BENCH_LARGE_KEYS`` (comma-separated, default ``1000000,4000000``; add
 ``16000000`` for issue 33's long size), the memory limit ``VERSTORE_BENCH_LARGE_BUDGET_MB``
