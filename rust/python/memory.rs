@@ -45,6 +45,10 @@ pub(crate) fn memory_usage(py: Python<'_>) -> PyMemoryUsage {
 
 /// What the memory budget's holders use at one moment.
 #[pyclass(name = "MemoryUsage", module = "verstore._core", frozen, get_all)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "a snapshot of Python attributes: each flag is one of the API's"
+)]
 pub(crate) struct PyMemoryUsage {
     limit_bytes: usize,
     rocksdb_bytes: usize,
