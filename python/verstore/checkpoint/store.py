@@ -664,10 +664,14 @@ class PartitionStore:
                 self._local.forget()
             raise
         finally:
-            if self.read_only:
-                shutil.rmtree(self._local.db, ignore_errors=True)
-            self._local.unlock()
-            self._end_keeper_task()
+            # The keeper hears that the task ended whatever the unlock does: a count left
+            # above zero would stop its early flushes for the life of the process.
+            try:
+                if self.read_only:
+                    shutil.rmtree(self._local.db, ignore_errors=True)
+                self._local.unlock()
+            finally:
+                self._end_keeper_task()
 
     def _end_keeper_task(self) -> None:
         """Tells the keeper, once, that this session holds no store of it any more."""
