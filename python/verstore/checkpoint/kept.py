@@ -479,7 +479,7 @@ class Keeper:
         idle stores' buffers then would only move their writes out of the buffers their next
         tasks read them from (measured: a fifth slower tasks, BENCHMARKS.md). What is past the
         share in idle stores alone (a budget lowered under them) is theirs to give back."""
-        held_bytes = [(held, _buffer_bytes(held)) for held in idle]
+        held_bytes = [(held, _bytes_held(held, "write_buffer_bytes")) for held in idle]
         excess = sum(n for _, n in held_bytes) - share
         for held, n in held_bytes:
             if excess <= 0:
@@ -517,7 +517,7 @@ class Keeper:
                 key=lambda h: h.idle_since,
             )
         for held in idle:
-            if _memtable_bytes(held) >= self.flush_min_bytes:
+            if _bytes_held(held, "memtable_bytes") >= self.flush_min_bytes:
                 self._maintain(held, Chore.FLUSH_MEMTABLES)
                 return
 
@@ -590,19 +590,11 @@ def _beyond_buffers(usage: MemoryUsage) -> bool:
     return usage.caches_over or usage.rocksdb_over
 
 
-def _buffer_bytes(held: KeptStore) -> int:
-    """What ``held``'s write buffer holds; 0 once it was closed (a release since the round
-    began: its memory is given back)."""
+def _bytes_held(held: KeptStore, what: str) -> int:
+    """``held.store``'s byte count ``what`` (``write_buffer_bytes``, ``memtable_bytes``); 0 once
+    the store was closed (released since the round began: its memory is given back)."""
     try:
-        return held.store.write_buffer_bytes
-    except StoreClosedError:
-        return 0
-
-
-def _memtable_bytes(held: KeptStore) -> int:
-    """What ``held``'s memtables hold; 0 once it was closed (released since the round began)."""
-    try:
-        return held.store.memtable_bytes
+        return int(getattr(held.store, what))
     except StoreClosedError:
         return 0
 
