@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 from verstore._checks import check_whole
 from verstore._core import MemoryUsage, StoreClosedError, VersionedStore, memory_usage
 from verstore.checkpoint import faults
+from verstore.checkpoint.bell import Doorbells
 from verstore.checkpoint.layout import CommitRef
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState, SavedBuffer
 from verstore.checkpoint.session import CommitStats
@@ -283,7 +285,8 @@ class Keeper:
         self._mutex = threading.Lock()
         #: Notified whenever work on a store ends (``KeptStore.working`` cleared).
         self._work_ended = threading.Condition(self._mutex)
-        self._wake = threading.Event()
+        #: What the thread waits on between rounds (made with the thread).
+        self._bells: Doorbells | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._background = background
@@ -322,7 +325,7 @@ class Keeper:
             previous.drop()
         if self._background:
             self._start_thread()
-            self._wake.set()
+            self._ring()
         else:
             self._evict()
 
@@ -385,22 +388,34 @@ class Keeper:
     def stop(self) -> None:
         """Stops the thread and closes every held store."""
         self._stop.set()
-        self._wake.set()
+        self._ring()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self.close_all()
 
-    def _maintain(self, held: KeptStore, chore: Chore, *, raising: bool = False) -> None:
-        """Does ``chore`` to ``held`` unless a task took it. A failure drops the store; it is
-        logged, or raised when ``raising`` (the keeper's owner called)."""
+    def _maintain(
+        self,
+        held: KeptStore,
+        chore: Chore,
+        *,
+        raising: bool = False,
+        only_if: Callable[[KeptStore], bool] | None = None,
+    ) -> bool:
+        """Does ``chore`` to ``held`` unless a task took it, or ``only_if`` (asked once the
+        store is the keeper's work's: no task's call can hold it then) says no. Returns whether
+        the chore ran. A failure drops the store; it is logged, or raised when ``raising`` (the
+        keeper's owner called)."""
         with self._mutex:
             self._wait_for(held)  # other work of this keeper on it (its owner's, its thread's)
             if self._held.get(held.local.dir) is not held:
-                return  # a task took it, or the other work dropped it
+                return False  # a task took it, or the other work dropped it
             held.working = True
         try:
             try:
+                if only_if is not None and not only_if(held):
+                    return False
                 _do(chore, held)
+                return True
             except BaseException as e:
                 # The commit is durable; what the failed work left is unknown, as after a
                 # crash: the store goes, and the copy is rebuilt or caught up from LOCAL.json.
@@ -411,6 +426,7 @@ class Keeper:
                 if raising:
                     raise
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
+                return False
         finally:
             with self._mutex:
                 held.working = False
@@ -517,9 +533,13 @@ class Keeper:
                 key=lambda h: h.idle_since,
             )
         for held in idle:
-            if _bytes_held(held, "memtable_bytes") >= self.flush_min_bytes:
-                self._maintain(held, Chore.FLUSH_MEMTABLES)
+            # Weighed once the store is the keeper's work's: read before, a task that took it
+            # meanwhile would hold the keeper's thread until that task's call returned.
+            if self._maintain(held, Chore.FLUSH_MEMTABLES, only_if=self._memtables_worth_a_flush):
                 return
+
+    def _memtables_worth_a_flush(self, held: KeptStore) -> bool:
+        return _bytes_held(held, "memtable_bytes") >= self.flush_min_bytes
 
     def _evict(self) -> None:
         with self._mutex:
@@ -530,17 +550,31 @@ class Keeper:
 
     def _start_thread(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="verstore-keeper", daemon=True)
+            self._bells = bells = Doorbells()
+            self._thread = threading.Thread(
+                target=self._run, args=(bells,), name="verstore-keeper", daemon=True
+            )
             self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
-            try:
-                self.tick()
-            except Exception as e:  # the thread must outlive any one store's trouble
-                log.warning("verstore keeper: %s", e)
+    def _ring(self) -> None:
+        if self._bells is not None:
+            self._bells.wake()
+
+    def _run(self, bells: Doorbells) -> None:
+        try:
+            while not self._stop.is_set():
+                # A waiting task rings its copy's bell: the handoff starts now, not at the
+                # next poll (up to poll_s later, on that task's path).
+                with self._mutex:
+                    directories = list(self._held)
+                bells.listen(directories)
+                bells.wait(self.poll_s)
+                try:
+                    self.tick()
+                except Exception as e:  # the thread must outlive any one store's trouble
+                    log.warning("verstore keeper: %s", e)
+        finally:
+            bells.close()
 
     # -- the process's keeper -----------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from verstore._checks import whole
+from verstore.checkpoint import bell
 from verstore.checkpoint.layout import CommitRef
 from verstore.exceptions import StoreLockedError
 from verstore.location import TMP_MARK, sync_dir
@@ -185,6 +186,11 @@ BUFFER_NAME = re.compile(r"buffer-[0-9a-f]{32}")
 
 #: The file a task waiting for the lock touches: a request to hand a kept-open store over.
 HANDOFF = "HANDOFF"
+#: How often a task waiting for the lock rings the holder's bell again (``bell.py``): a keeper
+#: busy with other work when it rang, or a task of the holder's that kept the store since.
+RING_EVERY_S = 0.02
+#: For how long a task waiting for the lock tries it every millisecond (then every 10).
+FAST_TRIES_S = 0.1
 #: A read-only open's private copy (it takes no lock), ``<mark><32 hex>``.
 READER_MARK = f"{TMP_MARK}read-"
 #: Younger private copies of readers are theirs still; older ones a crashed reader left.
@@ -209,7 +215,9 @@ class LocalCopy:
         process that keeps the copy's store open between tasks to hand it over (``kept``)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         handle = open(self.dir / "LOCK", "a+")
-        deadline = time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline = start + timeout_s
+        rung = None
         while True:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -223,13 +231,19 @@ class LocalCopy:
                 # Again at every try: another waiter that got the lock first removed it.
                 with contextlib.suppress(OSError):
                     (self.dir / HANDOFF).touch()
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if rung is None or now - rung >= RING_EVERY_S:
+                    bell.ring(self.dir)  # a holder's keeper wakes now, not at its next poll
+                    rung = now
+                if now >= deadline:
                     handle.close()
                     raise StoreLockedError(
                         f"local store directory {self.dir} is locked by another task or "
                         f"process (waited {timeout_s:g} s)"
                     ) from None
-                time.sleep(0.01)
+                # A kept store's handoff is over within tens of milliseconds: tried often at
+                # first, then less, since a holder still running a task on the store takes long.
+                time.sleep(0.001 if now - start < FAST_TRIES_S else 0.01)
 
     def remove_temporaries(self) -> None:
         """Removes what a crashed task left under a temporary name (a snapshot's checkpoint

@@ -1,0 +1,136 @@
+"""The handoff's doorbell (``verstore.checkpoint.bell``): a waiting task's ring wakes the keeper
+that holds the copy's store, and nothing else at the bell's path is written or trusted."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+from verstore.checkpoint import CheckpointOptions, PartitionStore
+from verstore.checkpoint.bell import BELL, Doorbells, ring
+from verstore.checkpoint.kept import Keeper
+from verstore.checkpoint.local import LocalCopy
+
+
+def _open(tmp_path: Path, version: int, keeper: Keeper | None) -> PartitionStore:
+    return PartitionStore.open(
+        str(tmp_path / "root"),
+        "prices",
+        0,
+        version,
+        tmp_path / "local",
+        history_retention_ms=1_000,
+        options=CheckpointOptions(lock_timeout_s=20),
+        keeper=keeper,
+    )
+
+
+def _ring_later(directory: Path, delay_s: float) -> threading.Thread:
+    thread = threading.Thread(target=lambda: (time.sleep(delay_s), ring(directory)))
+    thread.start()
+    return thread
+
+
+def test_a_ring_ends_a_wait_on_the_copys_bell(tmp_path: Path) -> None:
+    bells = Doorbells()
+    try:
+        bells.listen([tmp_path])
+        assert stat.S_ISFIFO((tmp_path / BELL).lstat().st_mode)
+        assert stat.S_IMODE((tmp_path / BELL).lstat().st_mode) == 0o600
+        ringer = _ring_later(tmp_path, 0.05)
+        started = time.monotonic()
+        bells.wait(60)
+        assert time.monotonic() - started < 30
+        ringer.join()
+        # The ring was taken in: the next wait runs its whole timeout.
+        started = time.monotonic()
+        bells.wait(0.05)
+        assert time.monotonic() - started >= 0.04
+    finally:
+        bells.close()
+
+
+def test_a_wake_ends_a_wait_and_is_harmless_after_close(tmp_path: Path) -> None:
+    bells = Doorbells()
+    waker = threading.Thread(target=lambda: (time.sleep(0.05), bells.wake()))
+    waker.start()
+    started = time.monotonic()
+    bells.wait(60)
+    assert time.monotonic() - started < 30
+    waker.join()
+    bells.close()
+    bells.wake()  # after close: writes nothing, raises nothing
+
+
+def test_a_ring_with_no_bell_or_no_listener_does_nothing(tmp_path: Path) -> None:
+    ring(tmp_path)  # no bell
+    ring(tmp_path / "missing")  # no directory
+    os.mkfifo(tmp_path / BELL, 0o600)
+    started = time.monotonic()
+    ring(tmp_path)  # a bell nobody listens on: no wait for a reader
+    assert time.monotonic() - started < 5
+
+
+def test_a_bell_stops_being_listened_to_when_its_store_is_gone(tmp_path: Path) -> None:
+    bells = Doorbells()
+    try:
+        bells.listen([tmp_path])
+        bells.listen([])
+        ring(tmp_path)  # no listener now
+        started = time.monotonic()
+        bells.wait(0.05)
+        assert time.monotonic() - started >= 0.04
+    finally:
+        bells.close()
+
+
+def test_something_else_at_the_bells_path_is_not_written_or_listened_to(tmp_path: Path) -> None:
+    """A file or a link where the bell should be (a hostile local disk) is not a bell: a ring
+    writes nothing into it or its target, and the keeper's wait only times out."""
+    plain, linked, target = tmp_path / "plain", tmp_path / "linked", tmp_path / "target"
+    for directory in (plain, linked):
+        directory.mkdir()
+    (plain / BELL).write_bytes(b"data")
+    target.write_bytes(b"data")
+    (linked / BELL).symlink_to(target)
+    bells = Doorbells()
+    try:
+        bells.listen([plain, linked])
+        for directory in (plain, linked):
+            ring(directory)
+        started = time.monotonic()
+        bells.wait(0.05)
+        assert time.monotonic() - started >= 0.04
+    finally:
+        bells.close()
+    assert (plain / BELL).read_bytes() == b"data"
+    assert target.read_bytes() == b"data"
+    assert (linked / BELL).is_symlink()
+
+
+def test_a_kept_store_is_handed_over_at_the_ring_not_at_the_keepers_poll(tmp_path: Path) -> None:
+    """With a poll of a minute, only the bell can start the handoff in time: the waiter gets
+    the lock within its timeout, and the store it then opens holds every commit."""
+    keeper = Keeper(poll_s=60, settle_s=600, flush_s=600)
+    try:
+        for batch in range(3):
+            part = _open(tmp_path, batch, keeper)
+            part.store.put(f"k{batch}".encode(), b"x", batch)
+            part.commit()
+        assert keeper.held()
+        time.sleep(0.1)  # the thread is in its minute-long wait now
+        copy = LocalCopy(tmp_path / "local", "prices", "default", 0)
+        started = time.monotonic()
+        copy.lock(timeout_s=30)
+        assert time.monotonic() - started < 30
+        assert keeper.held() == []
+        copy.unlock()
+        part = _open(tmp_path, 3, None)
+        assert part.stats.reused and not part.stats.rebuilt
+        assert [part.store.get(f"k{b}".encode()).value for b in range(3)] == [b"x"] * 3
+        part.abort()
+    finally:
+        keeper.stop()
