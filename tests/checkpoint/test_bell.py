@@ -3,12 +3,14 @@ that holds the copy's store, and nothing else at the bell's path is written or t
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from verstore.checkpoint import CheckpointOptions, PartitionStore
 from verstore.checkpoint.bell import BELL, Doorbells, ring
 from verstore.checkpoint.kept import Keeper
@@ -134,3 +136,24 @@ def test_a_kept_store_is_handed_over_at_the_ring_not_at_the_keepers_poll(tmp_pat
         part.abort()
     finally:
         keeper.stop()
+
+
+def test_without_descriptors_for_its_own_pipe_a_keeper_still_polls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of file descriptors when the keeper's thread starts: no error on the task's path
+    (``keep``), wakes do nothing and the thread's waits run to the poll."""
+
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_pipe)
+    bells = Doorbells()
+    monkeypatch.undo()
+    try:
+        bells.wake()
+        started = time.monotonic()
+        bells.wait(0.05)
+        assert time.monotonic() - started >= 0.04
+    finally:
+        bells.close()

@@ -44,9 +44,11 @@ class Doorbells:
     closes the copies' bells (:meth:`listen`, :meth:`close`), so none is closed under a wait."""
 
     def __init__(self) -> None:
-        self._own_read, self._own_write = os.pipe()
-        os.set_blocking(self._own_read, False)
-        os.set_blocking(self._own_write, False)
+        self._own: tuple[int, int] | None = None
+        with contextlib.suppress(OSError):  # out of descriptors: wakes wait for the poll
+            self._own = os.pipe()
+            for fd in self._own:
+                os.set_blocking(fd, False)
         self._copies: dict[Path, int | None] = {}
         #: Guards the own pipe's write end against a wake after :meth:`close`, which would
         #: write into whatever file took the descriptor's number since.
@@ -56,10 +58,10 @@ class Doorbells:
     def wake(self) -> None:
         """Ends the current or next :meth:`wait` early (from any thread)."""
         with self._own_lock:
-            if self._closed:
+            if self._closed or self._own is None:
                 return
             with contextlib.suppress(OSError):  # full: a wake is pending already
-                os.write(self._own_write, b"\0")
+                os.write(self._own[1], b"\0")
 
     def listen(self, directories: Iterable[Path]) -> None:
         """Listens on the bells of exactly ``directories`` (created where missing)."""
@@ -71,7 +73,9 @@ class Doorbells:
 
     def wait(self, timeout_s: float) -> None:
         """Waits until a bell rings or ``timeout_s`` passes, and takes the rings in."""
-        fds = [self._own_read, *(fd for fd in self._copies.values() if fd is not None)]
+        fds = [fd for fd in self._copies.values() if fd is not None]
+        if self._own is not None:
+            fds.append(self._own[0])
         poller = select.poll()
         for fd in fds:
             poller.register(fd, select.POLLIN)
@@ -83,7 +87,7 @@ class Doorbells:
         self.listen(())
         with self._own_lock:
             self._closed = True
-            for fd in (self._own_read, self._own_write):
+            for fd in self._own or ():
                 _close(fd)
 
 
