@@ -34,7 +34,10 @@ def take_turns(role: int, directory: Path, opens: int, keys: int) -> list[float]
     took = []
     try:
         for version in range(role, opens, 2):
+            deadline = time.monotonic() + 120
             while version > 0 and not (marks / str(version - 1)).exists():
+                if time.monotonic() > deadline:
+                    sys.exit(f"the other process did not commit version {version - 1}")
                 time.sleep(0.0005)
             started = time.perf_counter()
             part = PartitionStore.open(

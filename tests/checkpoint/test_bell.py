@@ -3,8 +3,10 @@ that holds the copy's store, and nothing else at the bell's path is written or t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import shutil
 import stat
 import threading
 import time
@@ -71,9 +73,102 @@ def test_a_ring_with_no_bell_or_no_listener_does_nothing(tmp_path: Path) -> None
     ring(tmp_path)  # no bell
     ring(tmp_path / "missing")  # no directory
     os.mkfifo(tmp_path / BELL, 0o600)
+    ringer = threading.Thread(target=ring, args=(tmp_path,), daemon=True)
+    ringer.start()  # a bell nobody listens on: no wait for a reader
+    ringer.join(timeout=10)
+    assert not ringer.is_alive()
+
+
+def _woken(bells: Doorbells) -> bool:
     started = time.monotonic()
-    ring(tmp_path)  # a bell nobody listens on: no wait for a reader
-    assert time.monotonic() - started < 5
+    bells.wait(0.05)
+    return time.monotonic() - started < 0.04
+
+
+def test_a_pipe_others_may_open_or_a_link_to_one_is_no_bell(tmp_path: Path) -> None:
+    """A pipe anyone may write to (rung without end, a round of the keeper's each time) or
+    read from (the rings read away), or a link to a pipe, is not listened to; a ring does not
+    follow the link."""
+    shared, linked = tmp_path / "shared", tmp_path / "linked"
+    for directory in (shared, linked):
+        directory.mkdir()
+    os.mkfifo(shared / BELL, 0o600)
+    os.chmod(shared / BELL, 0o666)
+    target = tmp_path / "target"
+    os.mkfifo(target, 0o600)
+    (linked / BELL).symlink_to(target)
+    reader = os.open(target, os.O_RDWR | os.O_NONBLOCK)
+    bells = Doorbells()
+    try:
+        bells.listen([shared, linked])
+        ring(linked)
+        with pytest.raises(BlockingIOError):
+            os.read(reader, 1)  # nothing went through the link
+        for pipe in (shared / BELL, target):
+            fd = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)  # its own reader: never ENXIO
+            os.write(fd, b"\0")
+            os.close(fd)
+        assert not _woken(bells)
+    finally:
+        bells.close()
+        os.close(reader)
+
+
+def test_a_bell_made_again_with_its_directory_is_listened_to(tmp_path: Path) -> None:
+    copy = tmp_path / "p=0"
+    copy.mkdir()
+    bells = Doorbells()
+    try:
+        bells.listen([copy])
+        shutil.rmtree(copy)  # a wiped local disk; the copy rebuilt in the same place
+        copy.mkdir()
+        bells.listen([copy])
+        assert stat.S_ISFIFO((copy / BELL).lstat().st_mode)
+        ring(copy)
+        assert _woken(bells)
+    finally:
+        bells.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+def test_every_descriptor_is_closed_when_bells_stop(tmp_path: Path) -> None:
+    def count() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = count()
+    bells = Doorbells()
+    bells.listen([tmp_path])
+    assert count() == before + 3  # its own pipe's two ends, the copy's bell
+    bells.listen([])
+    assert count() == before + 2
+    bells.close()
+    assert count() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_forked_child_wakes_nothing_of_its_parents_keeper(tmp_path: Path) -> None:
+    """The child has the parent's descriptors but not its keeper's thread: its wake writes into
+    neither the parent's pipe nor a file that took the pipe's number in the child."""
+    bells = Doorbells()
+    try:
+        assert bells._own is not None
+        write_end = bells._own[1]
+        pid = os.fork()
+        if pid == 0:  # the child: nothing but os calls, and _exit
+            code = 1
+            try:
+                with contextlib.suppress(OSError):
+                    os.close(write_end)
+                fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT, 0o600)
+                bells.wake()
+                code = 0 if os.fstat(fd).st_size == 0 else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert not _woken(bells)  # the parent's pipe got nothing from the child
+    finally:
+        bells.close()
 
 
 def test_a_bell_stops_being_listened_to_when_its_store_is_gone(tmp_path: Path) -> None:

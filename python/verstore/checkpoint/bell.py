@@ -16,6 +16,7 @@ import os
 import select
 import stat
 import threading
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,7 +27,7 @@ BELL = "HANDOFF.bell"
 def ring(directory: Path) -> None:
     """Wakes the keeper that listens on ``directory``'s bell; nothing when none does."""
     try:
-        fd = os.open(directory / BELL, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = os.open(directory / BELL, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
     except OSError:
         return  # no bell (ENOENT), nobody listening (ENXIO), a link (ELOOP)
     try:
@@ -54,6 +55,7 @@ class Doorbells:
         #: write into whatever file took the descriptor's number since.
         self._own_lock = threading.Lock()
         self._closed = False
+        _LIVE.add(self)
 
     def wake(self) -> None:
         """Ends the current or next :meth:`wait` early (from any thread)."""
@@ -64,10 +66,14 @@ class Doorbells:
                 os.write(self._own[1], b"\0")
 
     def listen(self, directories: Iterable[Path]) -> None:
-        """Listens on the bells of exactly ``directories`` (created where missing)."""
+        """Listens on the bells of exactly ``directories`` (created where missing). A bell
+        that is no longer the one at its path (its directory deleted and made again) is
+        opened anew, and one that could not be opened is tried again."""
         wanted = set(directories)
-        for directory in [d for d in self._copies if d not in wanted]:
-            _close(self._copies.pop(directory))
+        for directory in list(self._copies):
+            fd = self._copies[directory]
+            if directory not in wanted or fd is None or not _is_at(fd, directory / BELL):
+                _close(self._copies.pop(directory))
         for directory in wanted - self._copies.keys():
             self._copies[directory] = _open_bell(directory)
 
@@ -90,6 +96,29 @@ class Doorbells:
             for fd in self._own or ():
                 _close(fd)
 
+    def _forget(self) -> None:
+        """In a forked child: the descriptors are the parent's keeper's, whose thread the child
+        does not have; closed, so that no wake of the child's writes into a file that took one
+        of their numbers, nor reaches the parent."""
+        self._own_lock = threading.Lock()  # held by another thread at the fork, maybe
+        self._closed = True
+        for fd in [*(self._own or ()), *self._copies.values()]:
+            _close(fd)
+        self._copies = {}
+
+
+#: Every Doorbells of the process, to forget in a forked child.
+_LIVE: weakref.WeakSet[Doorbells] = weakref.WeakSet()
+
+
+def _forget_all() -> None:
+    for bells in list(_LIVE):
+        bells._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_all)
+
 
 def _open_bell(directory: Path) -> int | None:
     """The read end of ``directory``'s bell (made if missing), or None where none can be."""
@@ -99,13 +128,29 @@ def _open_bell(directory: Path) -> int | None:
     try:
         # Read and write: a pipe whose last writer closed would otherwise read as ended, and
         # wake every wait at once until another writer came.
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
     except OSError:
         return None
-    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+    found = os.fstat(fd)
+    # Only a pipe of this user that no one else may open: anyone else could ring it without
+    # end (every ring a round of the keeper's) or read the rings away.
+    if not (
+        stat.S_ISFIFO(found.st_mode)
+        and found.st_uid == os.geteuid()
+        and stat.S_IMODE(found.st_mode) & 0o077 == 0
+    ):
         os.close(fd)
         return None
     return fd
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether the open bell ``fd`` is still the file at ``path``."""
+    try:
+        here, there = os.fstat(fd), path.lstat()
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _drain(fd: int) -> None:

@@ -411,9 +411,9 @@ class Keeper:
                 return False  # a task took it, or the other work dropped it
             held.working = True
         try:
+            if only_if is not None and not _asks(only_if, held):
+                return False
             try:
-                if only_if is not None and not only_if(held):
-                    return False
                 _do(chore, held)
                 return True
             except BaseException as e:
@@ -549,7 +549,9 @@ class Keeper:
             self._release(held, "over max_stores")
 
     def _start_thread(self) -> None:
-        if self._thread is None:
+        with self._mutex:  # two tasks' keep at once start one thread
+            if self._thread is not None:
+                return
             self._bells = bells = Doorbells()
             self._thread = threading.Thread(
                 target=self._run, args=(bells,), name="verstore-keeper", daemon=True
@@ -615,6 +617,16 @@ def _do(chore: Chore, held: KeptStore) -> None:
         held.store.flush()  # LOCAL.json left alone: the owner settles
     if chore in (Chore.RELEASE, Chore.SETTLE_AND_RELEASE):
         held.store.release_memory()
+
+
+def _asks(only_if: Callable[[KeptStore], bool], held: KeptStore) -> bool:
+    """``only_if(held)``; False when it fails: a question about a store is not its work, and
+    a failed one leaves the store as it was."""
+    try:
+        return only_if(held)
+    except Exception as e:
+        log.warning("%s: %s", held.local.dir, e)
+        return False
 
 
 def _beyond_buffers(usage: MemoryUsage) -> bool:
