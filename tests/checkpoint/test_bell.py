@@ -10,6 +10,7 @@ import shutil
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,12 @@ def _open(tmp_path: Path, version: int, keeper: Keeper | None) -> PartitionStore
     )
 
 
-def _ring_later(directory: Path, delay_s: float) -> threading.Thread:
-    thread = threading.Thread(target=lambda: (time.sleep(delay_s), ring(directory)))
+def _later(delay_s: float, call: Callable[[], None]) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay_s)
+        call()
+
+    thread = threading.Thread(target=run)
     thread.start()
     return thread
 
@@ -44,7 +49,7 @@ def test_a_ring_ends_a_wait_on_the_copys_bell(tmp_path: Path) -> None:
         bells.listen([tmp_path])
         assert stat.S_ISFIFO((tmp_path / BELL).lstat().st_mode)
         assert stat.S_IMODE((tmp_path / BELL).lstat().st_mode) == 0o600
-        ringer = _ring_later(tmp_path, 0.05)
+        ringer = _later(0.05, lambda: ring(tmp_path))
         started = time.monotonic()
         bells.wait(60)
         assert time.monotonic() - started < 30
@@ -59,8 +64,7 @@ def test_a_ring_ends_a_wait_on_the_copys_bell(tmp_path: Path) -> None:
 
 def test_a_wake_ends_a_wait_and_is_harmless_after_close(tmp_path: Path) -> None:
     bells = Doorbells()
-    waker = threading.Thread(target=lambda: (time.sleep(0.05), bells.wake()))
-    waker.start()
+    waker = _later(0.05, bells.wake)
     started = time.monotonic()
     bells.wait(60)
     assert time.monotonic() - started < 30
@@ -227,7 +231,8 @@ def test_a_kept_store_is_handed_over_at_the_ring_not_at_the_keepers_poll(tmp_pat
         copy.unlock()
         part = _open(tmp_path, 3, None)
         assert part.stats.reused and not part.stats.rebuilt
-        assert [part.store.get(f"k{b}".encode()).value for b in range(3)] == [b"x"] * 3
+        found = [part.store.get(f"k{b}".encode()) for b in range(3)]
+        assert [record.value if record else None for record in found] == [b"x"] * 3
         part.abort()
     finally:
         keeper.stop()
