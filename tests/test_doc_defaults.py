@@ -303,6 +303,13 @@ def example_master() -> str:
 
 #: (doc, pattern, read, expected): each match of ``pattern`` in ``doc`` (its whitespace runs made
 #: one space) states a default; ``read`` of its groups must equal ``expected``, the code's.
+def _local_constant(name: str) -> Any:
+    """A constant of ``verstore.checkpoint.local`` (how a task waits for a copy's lock)."""
+    from verstore.checkpoint import local
+
+    return getattr(local, name)
+
+
 def _keeper_default(name: str) -> Any:
     """``Keeper``'s default for ``name``; ``Keeper.for_process`` (the keeper of Spark's workers)
     has the same, where it takes it."""
@@ -440,9 +447,21 @@ STATED: list[tuple[str, str, Callable[..., Any], Any]] = [
     ),
     (
         "docs/checkpoint.md",
-        r"at every round \(every (\d+) ms\)",
+        r"at the thread's next poll \(every (\d+) ms\)",
         lambda ms: int(ms) / 1000,
         _keeper_default("poll_s"),
+    ),
+    (
+        "docs/checkpoint.md",
+        r"rings the copy's bell, `HANDOFF.bell`, every (\d+) ms",
+        lambda ms: int(ms) / 1000,
+        _local_constant("RING_EVERY_S"),
+    ),
+    (
+        "docs/checkpoint.md",
+        r"every millisecond for\s+the first ([\d.]+) s",
+        float,
+        _local_constant("FAST_TRIES_S"),
     ),
     (
         "docs/checkpoint.md",
