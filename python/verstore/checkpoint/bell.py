@@ -123,7 +123,7 @@ if hasattr(os, "register_at_fork"):
 def _open_bell(directory: Path) -> int | None:
     """The read end of ``directory``'s bell (made if missing), or None where none can be."""
     path = directory / BELL
-    with contextlib.suppress(FileExistsError, OSError):
+    with contextlib.suppress(OSError):  # there already; or it cannot be: the open says
         os.mkfifo(path, 0o600)
     try:
         # Read and write: a pipe whose last writer closed would otherwise read as ended, and
