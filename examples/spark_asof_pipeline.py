@@ -328,11 +328,18 @@ class Run:
 
     def on_progress(self, progress: Any) -> None:
         with self.cond:
-            self.progress[progress.batchId] = progress
             stats = self.stats.get(progress.batchId)
-            self.cond.notify_all()
-        if stats is None:
-            return  # an idle trigger with no batch
+        try:
+            if stats is not None:  # else an idle trigger with no batch
+                self._print_batch(progress, stats)
+        finally:
+            # Only once its lines are out: `wait_for` lets the main thread print next (the
+            # restart's line fell between a batch's two lines otherwise).
+            with self.cond:
+                self.progress[progress.batchId] = progress
+                self.cond.notify_all()
+
+    def _print_batch(self, progress: Any, stats: BatchStats) -> None:
         # FileStreamSource[file:/.../input/orders] -> "orders"
         sources = {
             s.description.rstrip("]").rsplit("/", 1)[-1]: s.numInputRows for s in progress.sources
