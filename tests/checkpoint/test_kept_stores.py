@@ -690,6 +690,26 @@ def test_only_write_buffers_past_their_share_cost_idle_stores_their_buffers(
         keeper.stop()
 
 
+def test_the_keeper_weighs_only_stores_no_task_took(tmp_path: Path) -> None:
+    """The keeper weighs an idle store's buffer as its own work, so a task that took the store
+    since the round listed it (its calls would hold the keeper's thread) is not weighed: the
+    store is not idle any more, and its buffer is not counted among the idle ones'."""
+    keeper = Keeper(background=False, max_stores=4)
+    try:
+        part = _open_partition(tmp_path, 0, 0, keeper)
+        part.store.put_batch([b"k"], [b"v" * 64], [1])
+        part.commit()
+        with keeper._mutex:
+            (held,) = keeper._held.values()
+        assert keeper._weigh(held, "write_buffer_bytes") == held.store.write_buffer_bytes > 0
+        part = _open_partition(tmp_path, 0, 1, keeper)  # a task takes it
+        assert part.stats.kept_open
+        assert keeper._weigh(held, "write_buffer_bytes") is None
+        part.abort()
+    finally:
+        keeper.stop()
+
+
 def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:
     """A worker's budget under pressure (here: lowered below what its kept stores' write
     buffers hold): the keeper's round has the idle stores write their buffers and empty their

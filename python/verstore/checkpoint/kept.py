@@ -405,11 +405,8 @@ class Keeper:
         store is the keeper's work's: no task's call can hold it then) says no. Returns whether
         the chore ran. A failure drops the store; it is logged, or raised when ``raising`` (the
         keeper's owner called)."""
-        with self._mutex:
-            self._wait_for(held)  # other work of this keeper on it (its owner's, its thread's)
-            if self._held.get(held.local.dir) is not held:
-                return False  # a task took it, or the other work dropped it
-            held.working = True
+        if not self._claim(held):
+            return False  # a task took it, or the other work dropped it
         try:
             if only_if is not None and not _asks(only_if, held):
                 return False
@@ -428,9 +425,33 @@ class Keeper:
                 log.warning("%s: deferred commit work failed: %s", held.local.dir, e)
                 return False
         finally:
-            with self._mutex:
-                held.working = False
-                self._work_ended.notify_all()
+            self._unclaim(held)
+
+    def _weigh(self, held: KeptStore, what: str) -> int | None:
+        """``held``'s byte count ``what`` read as the keeper's work (as ``only_if``): a task's
+        call in progress on the store would hold the keeper's thread until it returned. None
+        when a task took it (it is not idle then)."""
+        if not self._claim(held):
+            return None
+        try:
+            return _bytes_held(held, what)
+        finally:
+            self._unclaim(held)
+
+    def _claim(self, held: KeptStore) -> bool:
+        """Makes ``held`` this keeper's work (a task's ``take`` waits for it) unless a task took
+        it meanwhile; then ``_unclaim`` must follow."""
+        with self._mutex:
+            self._wait_for(held)  # other work of this keeper on it (its owner's, its thread's)
+            if self._held.get(held.local.dir) is not held:
+                return False
+            held.working = True
+            return True
+
+    def _unclaim(self, held: KeptStore) -> None:
+        with self._mutex:
+            held.working = False
+            self._work_ended.notify_all()
 
     def _wait_for(self, held: KeptStore | None) -> None:
         """Waits, with the keeper's lock held, until no work of the keeper has ``held``."""
@@ -495,7 +516,8 @@ class Keeper:
         idle stores' buffers then would only move their writes out of the buffers their next
         tasks read them from (measured: a fifth slower tasks, BENCHMARKS.md). What is past the
         share in idle stores alone (a budget lowered under them) is theirs to give back."""
-        held_bytes = [(held, _bytes_held(held, "write_buffer_bytes")) for held in idle]
+        weighed = [(held, self._weigh(held, "write_buffer_bytes")) for held in idle]
+        held_bytes = [(held, n) for held, n in weighed if n is not None]
         excess = sum(n for _, n in held_bytes) - share
         for held, n in held_bytes:
             if excess <= 0:
