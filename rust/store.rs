@@ -141,7 +141,7 @@ impl VersionedStore {
                 let written =
                     buffer.write_to(self.backend.as_mut(), Some(&disk.cache), stream_time);
                 if wrote {
-                    memory::return_free_memory();
+                    memory::return_rocksdb_free_memory();
                 }
                 (false, written)
             }
