@@ -710,6 +710,95 @@ def test_the_keeper_weighs_only_stores_no_task_took(tmp_path: Path) -> None:
         keeper.stop()
 
 
+def _held_with_deleted_directory(tmp_path: Path, keeper: Keeper) -> tuple[Path, Path]:
+    """Partitions 0 and 1 committed and kept by ``keeper``, with writes in their buffers;
+    partition 0's local directory then deleted under its store. Their directories."""
+    directories = []
+    for partition in range(2):
+        part = _open_partition(tmp_path, partition, 0, keeper)
+        keys = [f"p{partition}-{i:05d}".encode() for i in range(5_000)]
+        part.store.put_batch(keys, [b"v" * 32] * len(keys), list(range(len(keys))))
+        part.commit()
+        directories.append(part._local.dir)
+    shutil.rmtree(directories[0])
+    return directories[0], directories[1]
+
+
+def test_a_store_whose_directory_was_deleted_holds_up_no_handoff(tmp_path: Path) -> None:
+    """Dropping a kept store whose directory was deleted makes RocksDB's close fail to flush
+    and pause a second: the keeper's round drops it in a thread of its own, so a handoff asked
+    in the same round is not held up by it, and the store does close (its lock released)."""
+    keeper = Keeper(background=False, max_stores=4)
+    try:
+        gone, asked = _held_with_deleted_directory(tmp_path, keeper)
+        with keeper._mutex:
+            dropped = keeper._held[gone]
+        (asked / HANDOFF).touch()
+        started = time.monotonic()
+        keeper.tick()
+        assert time.monotonic() - started < 0.5  # a second with the drop in the round
+        assert keeper.held() == []
+        handed = json.loads((asked / "LOCAL.json").read_text())
+        assert handed["clean_with_buffer"] is True and handed["buffer"]  # closed keeping it
+        deadline = time.monotonic() + 30
+        while not dropped.store.closed:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        keeper.stop()
+
+
+def test_a_task_taking_a_store_whose_directory_was_deleted_does_not_wait_for_its_close(
+    tmp_path: Path,
+) -> None:
+    """A task's open that finds its kept store's directory deleted gets no store at once; the
+    store is closed beside it."""
+    keeper = Keeper(background=False, max_stores=4)
+    try:
+        gone, _ = _held_with_deleted_directory(tmp_path, keeper)
+        started = time.monotonic()
+        assert keeper.take(gone) is None
+        assert time.monotonic() - started < 0.5
+        keeper.end_task()
+    finally:
+        keeper.stop()
+
+
+GONE_AT_EXIT = textwrap.dedent(
+    """
+    import atexit, shutil, sys
+    from pathlib import Path
+    from verstore.checkpoint import PartitionStore
+    from verstore.checkpoint.kept import Keeper
+
+    root, local = sys.argv[1], Path(sys.argv[2])
+    keeper = Keeper(background=False)
+    atexit.register(keeper.stop)  # as the process's keeper is (Keeper.for_process)
+    part = PartitionStore.open(root, "prices", 0, 0, local, history_retention_ms=1_000,
+                               keeper=keeper)
+    part.store.put_batch([b"k%d" % i for i in range(5000)], [b"v"] * 5000, list(range(5000)))
+    part.commit()
+    shutil.rmtree(part._local.dir)
+    keeper.tick()  # drops the store in a thread: its close pauses a second
+    print("exiting", flush=True)
+    """
+)
+
+
+def test_a_store_dropped_at_the_interpreters_exit_is_closed_before_it(tmp_path: Path) -> None:
+    """The interpreter exits while a store whose directory was deleted is being dropped in its
+    thread: the keeper's close at exit waits for it (a close cut off by RocksDB's teardown
+    crashed the interpreter)."""
+    done = subprocess.run(
+        [sys.executable, "-c", GONE_AT_EXIT, str(tmp_path / "root"), str(tmp_path / "local")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "exiting"
+
+
 def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:
     """A worker's budget under pressure (here: lowered below what its kept stores' write
     buffers hold): the keeper's round has the idle stores write their buffers and empty their
