@@ -23,6 +23,7 @@ partition function on the same rows (:func:`profile_partition`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
@@ -364,6 +365,41 @@ class Result:
     problems: list[str]
 
 
+_RUNS = itertools.count()
+
+
+def _fresh_run_directory(work: Path) -> Path:
+    """A directory no earlier run of this process used. The session's Python workers keep the
+    stores of the run before open (``keptStoresPerWorker``): deleting their directories under
+    them would make the next run pay for their drop, where RocksDB's close fails to flush into
+    the deleted directory and pauses the process's flush thread a second, on the path of that
+    run's handoffs (0.5-1 s opens in batch 1 of every run but the first). A user's next query
+    does not delete the last one's local copies while it runs."""
+    fresh = work.with_name(f"{work.name}-{next(_RUNS)}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    return fresh
+
+
+def _close_kept_stores(spark: Any) -> None:
+    """Closes the stores that the session's Python workers keep from the run that ended, so
+    that each run starts as a new query on its own would: kept from an earlier run, they would
+    share the workers' memory budget with the next run's stores until evicted, and their
+    closes (flushes) would fall in its time. One task per slot, each held long enough that
+    they all run at once: every worker gets one."""
+    slots = spark.sparkContext.defaultParallelism
+
+    def close(_: Any) -> Iterator[int]:
+        import time
+
+        from verstore.checkpoint.kept import Keeper
+
+        time.sleep(0.5)
+        Keeper.for_process().close_all()
+        yield os.getpid()
+
+    spark.sparkContext.parallelize(range(slots), slots).mapPartitions(close).collect()
+
+
 def run(
     spark: Any,
     name: str,
@@ -373,10 +409,11 @@ def run(
     partitions: int,
     kept_stores_per_worker: int | None = None,
 ) -> Result:
-    """Runs one pipeline over every input file (availableNow) and checks its output."""
+    """Runs one pipeline over every input file (availableNow) and checks its output, in a new
+    directory beside ``work`` (``work-<n>``) that the next run leaves alone."""
     import verstore.spark
 
-    shutil.rmtree(work, ignore_errors=True)
+    work = _fresh_run_directory(work)
     verstore.spark.configure(
         spark,
         str(work / "verstore"),
@@ -397,6 +434,7 @@ def run(
         .start()
     )
     query.awaitTermination()
+    _close_kept_stores(spark)
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     timed = [p for p in progress if p["batchId"] > 0] or progress
     seconds = sum(p["durationMs"]["triggerExecution"] for p in timed) / 1000
