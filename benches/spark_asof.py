@@ -380,24 +380,32 @@ def _fresh_run_directory(work: Path) -> Path:
     return fresh
 
 
-def _close_kept_stores(spark: Any) -> None:
+def _close_kept_stores(spark: Any) -> int:
     """Closes the stores that the session's Python workers keep from the run that ended, so
     that each run starts as a new query on its own would: kept from an earlier run, they would
     share the workers' memory budget with the next run's stores until evicted, and their
-    closes (flushes) would fall in its time. One task per slot, each held long enough that
-    they all run at once: every worker gets one."""
+    closes (flushes) would fall in its time. A ``mapInArrow`` task, as the helpers' tasks are:
+    Spark reuses a Python worker only for tasks of the same kind (an RDD task gets workers of
+    another daemon, which keep nothing). One task per slot, each held long enough that they all
+    run at once: every worker gets one. Returns how many stores were closed."""
     slots = spark.sparkContext.defaultParallelism
 
-    def close(_: Any) -> Iterator[int]:
+    def close(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import time
 
-        from verstore.checkpoint.kept import Keeper
+        from verstore.checkpoint import kept
 
+        for _ in batches:
+            pass
         time.sleep(0.5)
-        Keeper.for_process().close_all()
-        yield os.getpid()
+        keeper, closed = kept._PROCESS_KEEPER, 0
+        if keeper is not None and keeper._pid == os.getpid():
+            closed = len(keeper.held())
+            keeper.close_all()
+        yield pa.RecordBatch.from_pydict({"closed": [closed]})
 
-    spark.sparkContext.parallelize(range(slots), slots).mapPartitions(close).collect()
+    rows = spark.range(slots, numPartitions=slots).mapInArrow(close, "closed long").collect()
+    return sum(row.closed for row in rows)
 
 
 def run(
@@ -434,7 +442,9 @@ def run(
         .start()
     )
     query.awaitTermination()
-    _close_kept_stores(spark)
+    closed = _close_kept_stores(spark)
+    if os.environ.get("VERSTORE_PROFILE_TASKS"):
+        print(f"{name}: {closed} kept stores closed after the run", file=sys.stderr)
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     timed = [p for p in progress if p["batchId"] > 0] or progress
     seconds = sum(p["durationMs"]["triggerExecution"] for p in timed) / 1000

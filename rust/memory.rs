@@ -130,8 +130,9 @@ impl Pool {
 
 /// Gives the allocators' free memory back to the system: glibc's (RocksDB's,
 /// [`return_rocksdb_free_memory`]) and the embedding program's (the hook of [`on_free_memory`]:
-/// the Python extension's mimalloc). Called when a store gives back its memory and when the last
-/// store closes: the memory the budget asks back, or an idle process's.
+/// the Python extension's mimalloc). Called when a store gives back its memory (all of it, or
+/// its write buffer's) and when the last store closes: the memory the budget asks back, or an
+/// idle process's.
 pub(crate) fn return_free_memory() {
     if let Some(hook) = FREE_MEMORY_HOOK.get() {
         hook();
@@ -146,8 +147,8 @@ pub(crate) fn return_free_memory() {
 /// it after the last store closed. Called after a write buffer's write, when RocksDB has just
 /// freed the memtable's predecessor and the write batch. The extension's own allocator is left
 /// out there: what a call freed is what the store's next call allocates again, and giving it
-/// back after every write made the next calls fault it in again (a fifth of a batch read in a
-/// process of four stores, BENCHMARKS.md); it gives back what stays unused on its own delay.
+/// back after every write had the next calls fault it in again (BENCHMARKS.md, "Freed pages
+/// kept for the next call"); it purges what stays unused past its delay at a later allocation.
 pub(crate) fn return_rocksdb_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

@@ -435,7 +435,7 @@ impl VersionedStore {
     /// # Errors
     /// As [`VersionedStore::flush`].
     pub fn release_memory(&mut self) -> Result<()> {
-        self.release_write_buffer()?;
+        self.give_up_write_buffer()?;
         if let Some(cache) = self.kind.cache() {
             cache.clear();
         }
@@ -468,6 +468,14 @@ impl VersionedStore {
     /// # Errors
     /// As [`VersionedStore::flush`].
     pub fn release_write_buffer(&mut self) -> Result<()> {
+        self.give_up_write_buffer()?;
+        memory::return_free_memory();
+        Ok(())
+    }
+
+    /// Writes the write buffer to RocksDB and frees its room (its memory stays with the
+    /// allocators).
+    fn give_up_write_buffer(&mut self) -> Result<()> {
         self.write_buffer()?;
         if let Some(buffer) = self.kind.buffer_mut() {
             buffer.release_room();

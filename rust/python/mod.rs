@@ -48,15 +48,23 @@ fn give_back_memory() {
 /// mimalloc's `mi_option_purge_delay` (mimalloc.h; the sys crate names no constant for it).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// How long mimalloc keeps freed pages before it purges them, in ms (its default: 1 000). A
-/// Spark worker's store frees a call's vectors and allocates them again at its next call, a
-/// micro-batch later (seconds on): purged in between, they were faulted in again at every call
-/// (BENCHMARKS.md, memory faults: puts and reads a fifth faster in a process of four stores).
-/// What stays unused longer goes back; the budget's and the last close's forced collection
-/// (`give_back_memory`) go on giving back at once.
+/// How long mimalloc keeps freed pages before it purges them, in ms (mimalloc 3's default:
+/// 1 000). A Spark worker's store frees a call's vectors and allocates them again at its next
+/// call, often more than a second later: purged in between, they were faulted in again (with
+/// no forced collection after a buffer's write, about a tenth of a batch read's CPU on top of
+/// the huge pages' fifth; BENCHMARKS.md, "Freed pages kept for the next call"). What stays
+/// unused longer is purged at a later allocation; the budget's and the last close's forced
+/// collection (`give_back_memory`) go on giving back at once. `MIMALLOC_PURGE_DELAY` (or its
+/// old name) in the environment wins: mimalloc's own setting for those who tune it.
 const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
 
 fn keep_freed_pages_for_reuse() {
+    if ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+    {
+        return;
+    }
     #[expect(
         unsafe_code,
         reason = "mi_option_set has no safe wrapper; it takes no pointer"

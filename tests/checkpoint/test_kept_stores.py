@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ import verstore
 from checkpoint_helpers import cut_in_half, flip_byte
 from keeper_helpers import discard_all, kept_store
 from verstore.checkpoint import CheckpointOptions, PartitionStore, faults
-from verstore.checkpoint.kept import Keeper
+from verstore.checkpoint.kept import Keeper, KeptState
 from verstore.checkpoint.local import HANDOFF, LocalCopy, LocalState
 from verstore.exceptions import FencedError, StoreLockedError
 
@@ -727,23 +728,32 @@ def _held_with_deleted_directory(tmp_path: Path, keeper: Keeper) -> tuple[Path, 
 def test_a_store_whose_directory_was_deleted_holds_up_no_handoff(tmp_path: Path) -> None:
     """Dropping a kept store whose directory was deleted makes RocksDB's close fail to flush
     and pause a second: the keeper's round drops it in a thread of its own, so a handoff asked
-    in the same round is not held up by it, and the store does close (its lock released)."""
+    in the same round does not wait for the drop (held here until the handoff is done), and the
+    store does end, its lock released."""
     keeper = Keeper(background=False, max_stores=4)
     try:
         gone, asked = _held_with_deleted_directory(tmp_path, keeper)
         with keeper._mutex:
             dropped = keeper._held[gone]
+        may_drop = threading.Event()
+        drop = dropped.drop
+
+        def held_back_drop(gone: bool = False) -> None:
+            assert may_drop.wait(30)
+            drop(gone=gone)
+
+        dropped.drop = held_back_drop  # type: ignore[method-assign]
         (asked / HANDOFF).touch()
-        started = time.monotonic()
         keeper.tick()
-        assert time.monotonic() - started < 0.5  # a second with the drop in the round
         assert keeper.held() == []
         handed = json.loads((asked / "LOCAL.json").read_text())
         assert handed["clean_with_buffer"] is True and handed["buffer"]  # closed keeping it
-        deadline = time.monotonic() + 30
-        while not dropped.store.closed:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        (dropping,) = keeper._drops
+        assert dropping.is_alive()  # the handoff was done while the drop waited
+        may_drop.set()
+        dropping.join(30)
+        assert dropped.state is KeptState.ENDED and dropped.store.closed
+        assert dropped.local._lock is None  # unlocked
     finally:
         keeper.stop()
 
@@ -773,6 +783,8 @@ GONE_AT_EXIT = textwrap.dedent(
 
     root, local = sys.argv[1], Path(sys.argv[2])
     keeper = Keeper(background=False)
+    dropping = []
+    atexit.register(lambda: print("drops alive:", any(t.is_alive() for t in dropping)))
     atexit.register(keeper.stop)  # as the process's keeper is (Keeper.for_process)
     part = PartitionStore.open(root, "prices", 0, 0, local, history_retention_ms=1_000,
                                keeper=keeper)
@@ -780,6 +792,7 @@ GONE_AT_EXIT = textwrap.dedent(
     part.commit()
     shutil.rmtree(part._local.dir)
     keeper.tick()  # drops the store in a thread: its close pauses a second
+    dropping += keeper._drops  # checked after the keeper's stop (atexit runs last first)
     print("exiting", flush=True)
     """
 )
@@ -796,7 +809,7 @@ def test_a_store_dropped_at_the_interpreters_exit_is_closed_before_it(tmp_path: 
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "exiting"
+    assert done.stdout.split() == ["exiting", "drops", "alive:", "False"]
 
 
 def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:

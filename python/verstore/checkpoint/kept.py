@@ -402,20 +402,23 @@ class Keeper:
     def _drop_gone(self, held: KeptStore) -> None:
         """Drops a store whose directory was deleted under it, in a thread of its own. Nothing
         needs what it holds, but RocksDB's close flushes its memtables into the missing
-        directory, fails, and then waits a second (its pause after a failed background flush):
-        measured on the path of a task's open and of the handoffs asked of the keeper's round
-        meanwhile. ``close_all`` waits for these threads: a close still running at the
-        interpreter's exit would meet RocksDB's own teardown."""
+        directory, fails, and then pauses its flush thread a second: measured on the path of a
+        task's open and of the handoffs asked of the keeper's round meanwhile. (Other stores'
+        flushes in the process still wait for that thread.) ``close_all`` waits for these
+        threads: a close still running at the interpreter's exit met RocksDB's own teardown.
+        Started under the keeper's lock, so that a ``close_all`` meanwhile finds it started."""
         dropping = threading.Thread(
             target=held.drop, kwargs={"gone": True}, name="verstore-drop", daemon=True
         )
-        try:
-            dropping.start()
-        except RuntimeError:  # no thread to spare: dropped here, as before
-            held.drop(gone=True)
-            return
         with self._mutex:
-            self._drops = [t for t in self._drops if t.is_alive()] + [dropping]
+            try:
+                dropping.start()  # the thread takes no keeper's lock
+                self._drops = [t for t in self._drops if t.is_alive()] + [dropping]
+                started = True
+            except RuntimeError:  # no thread to spare
+                started = False
+        if not started:
+            held.drop(gone=True)  # here, as before
 
     def _maintain(
         self,
