@@ -812,6 +812,51 @@ def test_a_store_dropped_at_the_interpreters_exit_is_closed_before_it(tmp_path: 
     assert done.stdout.split() == ["exiting", "drops", "alive:", "False"]
 
 
+FORKED_CHILD_EXITS = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from verstore.checkpoint import PartitionStore
+    from verstore.checkpoint.kept import Keeper
+
+    root, local = sys.argv[1], Path(sys.argv[2])
+    keeper = Keeper.for_process()  # its stop is registered with atexit
+    part = PartitionStore.open(root, "prices", 0, 0, local, history_retention_ms=1_000,
+                               keeper=keeper)
+    part.store.put_batch([b"k%d" % i for i in range(1000)], [b"v"] * 1000, list(range(1000)))
+    part.commit()
+    directory = part._local.dir
+
+    def files():  # but the bell, which the keeper's thread makes when it comes to it
+        names = sorted(p.name for p in directory.iterdir() if p.name != "HANDOFF.bell")
+        return names, (directory / "LOCAL.json").read_text()
+
+    before = files()
+    child = os.fork()
+    if child == 0:
+        sys.exit(0)  # runs the atexit handlers the child inherited
+    os.waitpid(child, 0)
+    after = files()
+    print("unchanged" if after == before else f"changed: {before} -> {after}")
+    print("held", len(keeper.held()), flush=True)
+    """
+)
+
+
+def test_a_forked_childs_exit_leaves_the_parents_kept_stores_alone(tmp_path: Path) -> None:
+    """A process that keeps a store forks, and the child exits normally: the parent's keeper's
+    ``atexit`` stop, inherited by the child, does nothing there, so the child neither hands
+    the parent's store over (a buffer file, ``LOCAL.json`` rewritten) nor releases its lock."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CHILD_EXITS, str(tmp_path / "root"), str(tmp_path / "local")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["unchanged", "held 1"]
+
+
 def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:
     """A worker's budget under pressure (here: lowered below what its kept stores' write
     buffers hold): the keeper's round has the idle stores write their buffers and empty their

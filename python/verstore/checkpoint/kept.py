@@ -392,7 +392,11 @@ class Keeper:
             dropping.join()
 
     def stop(self) -> None:
-        """Stops the thread and closes every held store."""
+        """Stops the thread and closes every held store. Not in a forked child, whose exit
+        runs the ``atexit`` of the parent's keeper: the stores are the parent's (closing them
+        there would write into their directories and release the parent's locks)."""
+        if os.getpid() != self._pid:
+            return
         self._stop.set()
         self._ring()
         if self._thread is not None and self._thread is not threading.current_thread():
