@@ -774,6 +774,19 @@ def test_a_task_taking_a_store_whose_directory_was_deleted_does_not_wait_for_its
         keeper.stop()
 
 
+def _run_script(script: str, tmp_path: Path) -> str:
+    """What ``script`` printed, run in a new interpreter with the checkpoint root and local
+    directory under ``tmp_path`` as its arguments; it must exit cleanly."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "root"), str(tmp_path / "local")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 GONE_AT_EXIT = textwrap.dedent(
     """
     import atexit, shutil, sys
@@ -802,14 +815,7 @@ def test_a_store_dropped_at_the_interpreters_exit_is_closed_before_it(tmp_path: 
     """The interpreter exits while a store whose directory was deleted is being dropped in its
     thread: the keeper's close at exit waits for it (a close cut off by RocksDB's teardown
     crashed the interpreter)."""
-    done = subprocess.run(
-        [sys.executable, "-c", GONE_AT_EXIT, str(tmp_path / "root"), str(tmp_path / "local")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["exiting", "drops", "alive:", "False"]
+    assert _run_script(GONE_AT_EXIT, tmp_path).split() == ["exiting", "drops", "alive:", "False"]
 
 
 FORKED_CHILD_EXITS = textwrap.dedent(
@@ -847,14 +853,7 @@ def test_a_forked_childs_exit_leaves_the_parents_kept_stores_alone(tmp_path: Pat
     """A process that keeps a store forks, and the child exits normally: the parent's keeper's
     ``atexit`` stop, inherited by the child, does nothing there, so the child neither hands
     the parent's store over (a buffer file, ``LOCAL.json`` rewritten) nor releases its lock."""
-    done = subprocess.run(
-        [sys.executable, "-c", FORKED_CHILD_EXITS, str(tmp_path / "root"), str(tmp_path / "local")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines() == ["unchanged", "held 1"]
+    assert _run_script(FORKED_CHILD_EXITS, tmp_path).splitlines() == ["unchanged", "held 1"]
 
 
 def test_kept_stores_give_their_memory_back_under_pressure(tmp_path: Path) -> None:
